@@ -1,0 +1,95 @@
+"""The one dictionary of metric names gapwatch uses.
+
+Every figure a worker reports, a rule reads, the store keeps and the UI draws is named
+here, once. Where verl already names a figure we use verl's name, so a metrics log from
+a verl run replays through gapwatch's rules unchanged (see DESIGN.md, "Metric names").
+
+Per-slice variants: every gap statistic also exists per token slice (``text`` = tokens
+written before any tool result is in the history, ``post_tool`` = after). The tails and
+ESS have their own explicit forms (``tail/...``, ``ess/...``); every other statistic gets
+its slice appended with :func:`sliced`, e.g. ``training/rollout_probs_diff_mean/post_tool``.
+"""
+
+from __future__ import annotations
+
+from typing import Final, Literal
+
+Slice = Literal["text", "post_tool"]
+SLICES: Final[tuple[Slice, ...]] = ("text", "post_tool")
+QUANTILES: Final[tuple[str, ...]] = ("p50", "p95", "p99", "max")
+
+# --- task score and advantages (verl: critic/*) ---------------------------------------
+SCORE_MEAN: Final = "critic/score/mean"
+SCORE_STD: Final = "critic/score/std"
+SCORE_MIN: Final = "critic/score/min"
+SCORE_MAX: Final = "critic/score/max"
+ZERO_ADV_FRAC: Final = "critic/advantages/zero_group_frac"
+"""Fraction of groups whose rewards are all equal, so every advantage in them is 0."""
+
+# --- lengths (verl: response_length/*) -------------------------------------------------
+RESPONSE_LENGTH_MEAN: Final = "response_length/mean"
+"""Tokens emitted per interaction (one action), mean over the step's rows."""
+RESPONSE_LENGTH_MAX: Final = "response_length/max"
+CLIP_RATIO: Final = "response_length/clip_ratio"
+"""Fraction of interactions cut at the per-interaction token budget."""
+RESPONSE_BUDGET: Final = "response_length/budget"
+"""The per-interaction token budget itself (constant per run; lets the UI draw it)."""
+
+# --- the train-inference gap (verl: training/rollout_probs_diff_*, rollout_corr/*) -----
+PROBS_DIFF_MEAN: Final = "training/rollout_probs_diff_mean"
+"""Mean over emitted tokens of |pi_trainer - pi_sampler| (probability space)."""
+PROBS_DIFF_MAX: Final = "training/rollout_probs_diff_max"
+ABS_LOG_RATIO_MEAN: Final = "rollout_corr/abs_log_ratio_mean"
+"""Mean |log pi_trainer - log pi_sampler|: the gap's log-ratio form, which has no floor."""
+KL: Final = "rollout_corr/kl"
+"""k1 estimator of KL(sampler || trainer): mean of logp_sampler - logp_trainer."""
+K3_KL: Final = "rollout_corr/k3_kl"
+LOG_PPL_DIFF: Final = "rollout_corr/log_ppl_diff"
+CHI2_TOKEN: Final = "rollout_corr/chi2_token"
+
+# --- importance weights after correction (verl: rollout_corr/rollout_is_*) -------------
+IS_MEAN: Final = "rollout_corr/rollout_is_mean"
+IS_STD: Final = "rollout_corr/rollout_is_std"
+IS_MIN: Final = "rollout_corr/rollout_is_min"
+IS_MAX: Final = "rollout_corr/rollout_is_max"
+IS_ESS: Final = "rollout_corr/rollout_is_eff_sample_size"
+MASKED_FRACTION: Final = "rollout_corr/masked_fraction"
+
+# --- episode figures ------------------------------------------------------------------
+NUM_TURNS: Final = "num_turns/mean"
+PARSE_FAIL_FRAC: Final = "actions/parse_fail_frac"
+SUCCESS_RATE: Final = "task/success_rate"
+TOOL_CALLS: Final = "tool_call_counts/mean"
+
+# --- actor ----------------------------------------------------------------------------
+PG_LOSS: Final = "actor/pg_loss"
+ENTROPY: Final = "actor/entropy"
+GRAD_NORM: Final = "actor/grad_norm"
+KL_TO_REF: Final = "actor/kl_to_ref"
+PG_CLIPFRAC: Final = "actor/pg_clipfrac"
+
+# --- timing ---------------------------------------------------------------------------
+STEP_TIME: Final = "perf/step_time_s"
+TOKENS_PER_S: Final = "perf/tokens_per_s"
+
+
+def sliced(name: str, slice_: Slice) -> str:
+    """``name`` restricted to one token slice: ``f"{name}/{slice_}"``."""
+    return f"{name}/{slice_}"
+
+
+def tail(slice_: Slice, q: str) -> str:
+    """Quantile ``q`` (p50, p95, p99, max) of |log-ratio| on ``slice_``."""
+    if q not in QUANTILES:
+        raise ValueError(f"unknown quantile {q!r}; valid: {', '.join(QUANTILES)}")
+    return f"tail/abs_log_ratio/{slice_}/{q}"
+
+
+def ess(slice_: Slice) -> str:
+    """Effective sample size (a fraction in (0, 1]) of the importance weights on ``slice_``."""
+    return f"ess/{slice_}"
+
+
+def dist(slice_: Slice) -> str:
+    """Name of the stored histogram of |log-ratio| on ``slice_`` (for ECDFs)."""
+    return f"dist/abs_log_ratio/{slice_}"

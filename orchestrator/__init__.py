@@ -1,0 +1,1 @@
+"""gapwatch orchestrator package."""

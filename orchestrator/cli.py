@@ -1,0 +1,191 @@
+"""The ``gapwatch`` command line (typer).
+
+Each command is a thin shell: it parses flags and calls one function in the package
+that owns the job, imported lazily so ``gapwatch --help`` stays fast. Any error a user can
+fix (bad config, unknown name, missing database, malformed log) is printed as one line,
+``error: <what is wrong and how to fix it>``, with exit code 2; set ``GAPWATCH_DEBUG=1``
+to see the traceback instead.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any, TypeVar
+
+import typer
+
+app = typer.Typer(
+    name="gapwatch",
+    help="Paired dense/compressed agentic RL runs: measure the train-inference gap, "
+    "stop collapsing runs, compare them in a web UI.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+db_app = typer.Typer(help="Manage the store's schema.", no_args_is_help=True)
+app.add_typer(db_app, name="db")
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+DbOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--db",
+        help="Store URL (sqlite:///path.db or postgresql+psycopg://...). "
+        "Default: $GAPWATCH_DB_URL, else sqlite:///./gapwatch.db.",
+    ),
+]
+
+
+def _one_line(exc: BaseException) -> str:
+    msg = " ".join(str(exc).split()) or type(exc).__name__
+    return msg
+
+
+def friendly(fn: F) -> F:
+    """Run a command; turn any exception into one ``error:`` line and exit code 2."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except (typer.Exit, typer.Abort, SystemExit):
+            raise
+        except KeyboardInterrupt:
+            typer.echo("interrupted", err=True)
+            raise typer.Exit(130) from None
+        except Exception as exc:  # noqa: BLE001 - the CLI's one place to catch everything
+            if os.environ.get("GAPWATCH_DEBUG"):
+                raise
+            typer.echo(f"error: {_one_line(exc)}", err=True)
+            raise typer.Exit(2) from None
+
+    return wrapper  # type: ignore[return-value]
+
+
+@db_app.command("upgrade")
+@friendly
+def db_upgrade(db: DbOpt = None) -> None:
+    """Create the store or bring its schema to the newest revision."""
+    from store import open_store
+
+    st = open_store(db)
+    typer.echo(f"store at {st.url_display} is at schema revision {st.revision()}")
+
+
+@app.command("runs")
+@friendly
+def runs(
+    db: DbOpt = None,
+    sweep: Annotated[str | None, typer.Option(help="Only runs of this sweep (name).")] = None,
+) -> None:
+    """List the sweeps and runs the store holds."""
+    from orchestrator.listing import print_runs
+
+    print_runs(db, sweep)
+
+
+@app.command("run")
+@friendly
+def run(
+    config: Annotated[Path, typer.Argument(help="Run config YAML (e.g. examples/run-dense.yaml).")],
+    db: DbOpt = None,
+    set_: Annotated[
+        list[str] | None,
+        typer.Option("--set", help="Override a config field: --set steps=5 (repeatable)."),
+    ] = None,
+    no_rules: Annotated[bool, typer.Option("--no-rules", help="Apply no stop rule.")] = False,
+) -> None:
+    """Run one RL run in this process and record it in the store."""
+    from orchestrator.local_run import run_local
+
+    run_local(config, db_url=db, overrides=set_ or [], apply_rules=not no_rules)
+
+
+@app.command("sweep")
+@friendly
+def sweep(
+    config: Annotated[
+        Path, typer.Argument(help="Sweep config YAML (e.g. examples/quickstart.yaml).")
+    ] = Path("examples/quickstart.yaml"),
+    db: DbOpt = None,
+    address: Annotated[
+        str | None,
+        typer.Option(help="Join a Ray cluster ('auto' or host:port) instead of starting one."),
+    ] = None,
+    resume: Annotated[
+        bool, typer.Option("--resume", help="Continue an interrupted sweep of this name.")
+    ] = False,
+    set_: Annotated[
+        list[str] | None,
+        typer.Option("--set", help="Override a config field: --set steps=5 (repeatable)."),
+    ] = None,
+) -> None:
+    """Run a paired dense/compressed sweep on Ray Tune, stopping collapsing trials."""
+    from orchestrator.sweep import run_sweep
+
+    run_sweep(config, db_url=db, address=address, resume=resume, overrides=set_ or [])
+
+
+@app.command("replay")
+@friendly
+def replay(
+    log: Annotated[Path, typer.Argument(help="Metrics log: JSONL (one step per line) or CSV.")],
+    control: Annotated[
+        Path | None, typer.Option(help="The paired dense control's log, same formats.")
+    ] = None,
+    rules: Annotated[
+        str | None,
+        typer.Option(help="Comma-separated rule names (default: all registered rules)."),
+    ] = None,
+    config: Annotated[
+        Path | None, typer.Option(help="Sweep YAML whose `rules:` settings to use.")
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+) -> None:
+    """Run the stop rules over a metrics log from elsewhere; say when and why they fire."""
+    from orchestrator.replay import replay_cli
+
+    code = replay_cli(log, control=control, rules=rules, config=config, as_json=as_json)
+    raise typer.Exit(code)
+
+
+@app.command("ui")
+@friendly
+def ui(
+    db: DbOpt = None,
+    port: Annotated[int, typer.Option(help="Port to serve on.")] = 8501,
+    host: Annotated[str, typer.Option(help="Address to bind.")] = "127.0.0.1",
+) -> None:
+    """Serve the Streamlit web UI over the store."""
+    from ui.launch import serve
+
+    serve(db_url=db, port=port, host=host)
+
+
+@app.command("export")
+@friendly
+def export(
+    run_id: Annotated[int, typer.Argument(help="Run id (see `gapwatch runs`).")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Output file (.jsonl or .csv).")],
+    db: DbOpt = None,
+) -> None:
+    """Export one run's metrics as a log that `gapwatch replay` reads."""
+    from store import open_store
+
+    st = open_store(db)
+    n = st.export_run(run_id, out)
+    typer.echo(f"wrote {n} steps of run {run_id} to {out}")
+
+
+def main() -> None:
+    """Console-script entry point."""
+    app(prog_name="gapwatch")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""gapwatch store package."""

@@ -1,0 +1,1 @@
+"""gapwatch ui package."""
