@@ -1,0 +1,53 @@
+# gapwatch: two commands do all the set-up on a fresh machine.
+#   make demo   run the quickstart sweep (SQLite file, local Ray, tiny model), then open the UI
+#   make test   ruff + mypy + pytest (real Ray, SQLite, PostgreSQL, Streamlit in Chromium)
+# Both create .venv when it is missing and are idempotent.
+
+SHELL := /bin/bash
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.gapwatch-installed
+# CPU build that pip finds on this machine's disk; a GPU user installs their own torch first
+# (any torch>=2.4 already in the venv is kept).
+TORCH_SPEC ?= torch==2.13.0
+DB ?= sqlite:///gapwatch.db
+DEMO_CONFIG ?= examples/quickstart.yaml
+DEMO_UI ?= 1
+
+.PHONY: install demo test lint typecheck pytest browser bench clean
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml
+	@test -x $(PY) || python3 -m venv $(VENV)
+	@$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install --quiet "$(TORCH_SPEC)"
+	$(PY) -m pip install --quiet -e '.[dev]'
+	@touch $(STAMP)
+
+# Debian's Chromium for the browser tests (never a browser download). Needs root for apt.
+browser:
+	@command -v chromium >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq chromium >/dev/null; \
+	  else echo "note: chromium missing and not root; browser tests will skip (apt-get install -y chromium)"; fi; }
+
+demo: $(STAMP)
+	$(VENV)/bin/gapwatch sweep $(DEMO_CONFIG) --db $(DB)
+	@if [ "$(DEMO_UI)" = 1 ]; then $(VENV)/bin/gapwatch ui --db $(DB); fi
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+typecheck: $(STAMP)
+	$(VENV)/bin/mypy
+
+pytest: $(STAMP) browser
+	$(PY) -m pytest -q
+
+test: lint typecheck pytest
+
+bench: $(STAMP)
+	$(PY) bench/run_all.py
+
+clean:
+	rm -rf .pytest_cache .mypy_cache .ruff_cache build *.egg-info

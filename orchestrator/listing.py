@@ -1,0 +1,57 @@
+"""``gapwatch runs``: print what the store holds, as rich tables."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.table import Table
+
+from correction import names
+from store import open_store
+
+from .errors import GapwatchError
+
+
+def print_runs(db_url: str | None, sweep_name: str | None = None) -> None:
+    """Print every sweep with its run counts, then each run (optionally of one sweep)."""
+    st = open_store(db_url, read_only=True)
+    console = Console()
+    sweeps = st.sweeps()
+    if sweep_name is not None:
+        sweeps = [s for s in sweeps if s.name == sweep_name]
+        if not sweeps:
+            valid = ", ".join(s.name for s in st.sweeps()) or "none"
+            raise GapwatchError(f"no sweep named {sweep_name!r} in the store; sweeps: {valid}")
+    console.print(f"store: {st.url_display}")
+    runs = st.runs()
+    if sweep_name is not None:
+        runs = [r for r in runs if r.sweep_id == sweeps[0].id]
+    if not sweeps and not runs:
+        console.print("the store is empty: run `gapwatch sweep` or `gapwatch run` first")
+        return
+
+    t = Table(title="sweeps")
+    for col in ("id", "name", "status", "created", "runs"):
+        t.add_column(col)
+    for s in sweeps:
+        counts = ", ".join(f"{k} {v}" for k, v in sorted(s.run_counts.items()))
+        t.add_row(str(s.id), s.name, s.status, f"{s.created:%Y-%m-%d %H:%M}", counts)
+    console.print(t)
+
+    latest = st.latest([r.id for r in runs], [names.SCORE_MEAN, names.PROBS_DIFF_MEAN])
+    t = Table(title="runs")
+    for col in ("id", "sweep", "trial", "role", "seed", "codec", "correction", "status",
+                "stop", "steps", "score", "gap"):
+        t.add_column(col)
+    for r in runs:
+        last = latest.get(r.id, {})
+        stop = f"{r.stop_rule}@{r.stop_step}" if r.stop_rule else ""
+        t.add_row(
+            str(r.id), str(r.sweep_id or ""), r.trial_id, r.role, str(r.seed), r.compression,
+            r.correction, r.status, stop, str(r.last_step or 0),
+            _fmt(last.get(names.SCORE_MEAN)), _fmt(last.get(names.PROBS_DIFF_MEAN)),
+        )
+    console.print(t)
+
+
+def _fmt(v: float | None) -> str:
+    return "" if v is None else f"{v:.4g}"
