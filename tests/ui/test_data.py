@@ -1,0 +1,164 @@
+"""ui.data: the tables and figures the pages show, on plain rows (no Streamlit, no DB)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pandas as pd
+import pytest
+
+from correction import names
+from ui import data
+
+
+def run(rid: int, **kw: Any) -> dict[str, Any]:
+    base: dict[str, Any] = {
+        "id": rid, "sweep_id": 1, "trial_id": f"t{rid}", "role": "treatment",
+        "pair_key": "s1", "seed": 1, "compression": "q2", "correction": "none",
+        "config": {"steps": 20}, "status": "completed", "stop_rule": None,
+        "stop_step": None, "error": None, "last_step": 20,
+    }  # fmt: skip
+    base.update(kw)
+    return base
+
+
+RUNS = [
+    run(1, role="control", compression="none", correction="none"),
+    run(2, status="stopped", stop_rule="score_collapse", stop_step=6, last_step=6),
+    run(3, correction="tis"),
+    run(4, seed=2, pair_key="s2", role="control", compression="none"),
+    run(
+        5,
+        seed=2,
+        pair_key="s2",
+        status="stopped",
+        stop_rule="length_runaway",
+        stop_step=8,
+        last_step=8,
+    ),
+    run(6, seed=2, pair_key="s2", correction="tis", status="failed", error="boom", last_step=3),
+]
+LATEST = {
+    1: {names.SCORE_MEAN: 0.5, names.PROBS_DIFF_MEAN: 0.006},
+    2: {names.SCORE_MEAN: -0.1, names.PROBS_DIFF_MEAN: 0.6},
+    3: {names.SCORE_MEAN: 0.3, names.PROBS_DIFF_MEAN: None},
+    4: {names.SCORE_MEAN: 0.7, names.PROBS_DIFF_MEAN: 0.004},
+    5: {names.SCORE_MEAN: -0.1, names.PROBS_DIFF_MEAN: float("nan")},
+}
+
+
+def test_runs_table_columns_and_values() -> None:
+    t = data.runs_table(RUNS, LATEST)
+    assert list(t["id"]) == [1, 2, 3, 4, 5, 6]
+    row = t.set_index("id").loc[2]
+    assert row["stop rule"] == "score_collapse" and row["stop step"] == 6
+    assert row["steps used"] == 6 and row["budget"] == 20
+    assert row["used/budget"] == pytest.approx(0.3)
+    assert row["last score"] == -0.1
+    # NaN and missing latest values become empty cells, not NaN strings
+    assert pd.isna(t.set_index("id").loc[5]["last gap"])
+    assert pd.isna(t.set_index("id").loc[6]["last score"])
+    assert t.set_index("id").loc[1]["run"] == "#1 dense control s1"
+
+
+def test_steps_saved_sums_budget_minus_stop_step() -> None:
+    t = data.runs_table(RUNS, LATEST)
+    assert data.steps_saved(t) == (20 - 6) + (20 - 8)
+
+
+def test_leaderboard_baseline_first_and_relative_figures() -> None:
+    t = data.runs_table(RUNS, LATEST)
+    board = data.leaderboard(t, {1: 0.01, 4: 0.01, 2: 0.5, 5: 0.3, 3: 0.2})
+    assert board["strategy"].iloc[0] == "dense control"
+    by = board.set_index("strategy")
+    assert by.loc["dense control", "collapsed"] == "0/2"
+    assert by.loc["q2 + none", "collapsed"] == "2/2"
+    assert by.loc["q2 + tis", "collapsed"] == "1/2"
+    assert by.loc["q2 + none", "steps survived"] == pytest.approx(7.0)
+    assert by.loc["dense control", "final score"] == pytest.approx(0.6)
+    assert by.loc["q2 + none", "score vs control"] == pytest.approx(-0.7)
+    assert by.loc["q2 + none", "gap vs control"] == pytest.approx(40.0)
+
+
+def test_leaderboard_without_control_has_no_relative_figures() -> None:
+    t = data.runs_table(RUNS[1:3], LATEST)
+    board = data.leaderboard(t, {})
+    assert board["score vs control"].isna().all()
+    assert data.leaderboard(t.iloc[0:0], {}).empty
+
+
+def test_filter_and_sort() -> None:
+    t = data.runs_table(RUNS, LATEST)
+    assert set(data.filter_runs(t, statuses=["stopped"])["id"]) == {2, 5}
+    assert set(data.filter_runs(t, text="LENGTH_run")["id"]) == {5}
+    assert set(data.filter_runs(t, roles=["control"], corrections=["none"])["id"]) == {1, 4}
+    s = data.sort_runs(t, "last score", descending=True)
+    assert list(s["id"])[:2] == [4, 1] and pd.isna(s["last score"].iloc[-1])
+    with pytest.raises(ValueError, match="cannot sort by 'nope'"):
+        data.sort_runs(t, "nope")
+
+
+def test_sweeps_table_counts_by_status() -> None:
+    sweeps = [
+        {"id": 1, "name": "a", "status": "running", "created": None},
+        {
+            "id": 2,
+            "name": "b",
+            "status": "completed",
+            "created": None,
+            "run_counts": {"completed": 2},
+        },
+    ]
+    t = data.sweeps_table(sweeps, RUNS).set_index("id")
+    assert t.loc[1, "runs"] == 6 and t.loc[1, "stopped"] == 2 and t.loc[1, "failed"] == 1
+    assert t.loc[2, "runs"] == 0
+    t2 = data.sweeps_table(sweeps).set_index("id")
+    assert t2.loc[2, "completed"] == 2 and t2.loc[1, "runs"] == 0
+
+
+def test_ecdf_from_payload() -> None:
+    e = data.ecdf_frame(
+        {"scheme": "x", "keys": [1, 2, 3], "counts": [1, 1, 2], "upper": [0.1, 0.2, 0.4]}
+    )
+    assert list(e["value"]) == [0.1, 0.2, 0.4]
+    assert list(e["cdf"]) == [0.25, 0.5, 1.0]
+    assert data.ecdf_frame({"counts": [], "upper": []}).empty
+    with pytest.raises(ValueError, match="same length"):
+        data.ecdf_frame({"counts": [1], "upper": [0.1, 0.2]})
+
+
+def test_default_and_nearest_steps() -> None:
+    assert data.default_steps([5, 1, 3, 9, 7]) == [1, 5, 9]
+    assert data.default_steps([2]) == [2]
+    assert data.default_steps([]) == []
+    assert data.nearest_step([1, 4, 8], 6) == 4
+    assert data.nearest_step([1, 4, 8], 7) == 8
+    assert data.nearest_step([], 3) is None
+
+
+def test_series_frame_keeps_non_finite_as_gaps() -> None:
+    pts = [
+        {"run_id": 2, "name": "a", "step": 2, "value": None, "flag": "nan"},
+        {"run_id": 2, "name": "a", "step": 1, "value": 1.5, "flag": None},
+        {"run_id": 1, "name": "a", "step": 1, "value": 0.5, "flag": None},
+    ]
+    df = data.series_frame(pts, {2: "two"})
+    assert list(df["run"]) == ["#1", "two", "two"]
+    assert list(df["step"]) == [1, 1, 2]
+    assert math.isnan(df["value"].iloc[2])
+    bad = data.non_finite_summary(df)
+    assert bad.to_dict("records") == [
+        {"run": "two", "name": "a", "count": 1, "steps": "2", "flag": "nan"}
+    ]
+
+
+def test_small_helpers() -> None:
+    assert data.parse_int_list("3, 1,x,,2") == [3, 1, 2]
+    assert data.parse_int_list(None) == []
+    assert data.pair_of(RUNS[1], RUNS) == [2, 1]
+    assert data.pair_of(RUNS[0], RUNS) == [1]
+    assert data.step_budget({"steps": 30}) == 30
+    assert data.step_budget({"steps": True}) is None
+    assert data.step_budget(None) is None
+    assert data.strategy_of(RUNS[2]) == "q2 + tis"

@@ -1,0 +1,337 @@
+"""Pure data shaping for the UI: store rows (as plain dicts) in, pandas frames out.
+
+Nothing here talks to Streamlit or to the database, so every table and every derived
+figure the pages show (runs table, leaderboard, steps saved, ECDFs, chart frames) is
+tested on plain data. ``ui.source`` turns store rows into the dicts these functions take.
+
+Row dicts carry the store's field names: a run has ``id, sweep_id, trial_id, role,
+pair_key, seed, compression, correction, config, status, stop_rule, stop_step, error``
+and, added by ``ui.source``, ``last_step`` (the newest stored step, or None).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import pandas as pd
+
+from correction import names
+
+RUN_STATUSES: tuple[str, ...] = ("running", "completed", "stopped", "failed")
+"""Run statuses the store knows, in the order the sweeps table counts them."""
+
+BUDGET_KEYS: tuple[str, ...] = ("steps", "max_steps", "total_steps", "num_steps")
+"""Config keys that may hold a run's step budget (the first one present wins)."""
+
+LAST_SCORE = names.SCORE_MEAN
+LAST_GAP = names.PROBS_DIFF_MEAN
+
+
+def step_budget(config: Mapping[str, Any] | None) -> int | None:
+    """The run's step budget from its config, or None where the config names none."""
+    if not config:
+        return None
+    for key in BUDGET_KEYS:
+        value = config.get(key)
+        if isinstance(value, int | float) and not isinstance(value, bool) and value > 0:
+            return int(value)
+    return None
+
+
+def run_label(run: Mapping[str, Any]) -> str:
+    """A short human name for a run: ``#id role codec/correction s<seed>``."""
+    if run.get("role") == "control":
+        kind = "dense control"
+    else:
+        kind = f"{run.get('compression') or '?'}/{run.get('correction') or 'none'}"
+    seed = run.get("seed")
+    seed_part = f" s{seed}" if seed is not None else ""
+    return f"#{run['id']} {kind}{seed_part}"
+
+
+def strategy_of(run: Mapping[str, Any]) -> str:
+    """The leaderboard key of a run: the dense control, or ``codec + correction``."""
+    if run.get("role") == "control":
+        return "dense control"
+    return f"{run.get('compression') or '?'} + {run.get('correction') or 'none'}"
+
+
+def _finite(value: float | None) -> float | None:
+    if value is None:
+        return None
+    v = float(value)
+    return v if math.isfinite(v) else None
+
+
+def sweeps_table(
+    sweeps: Sequence[Mapping[str, Any]], runs: Sequence[Mapping[str, Any]] | None = None
+) -> pd.DataFrame:
+    """One row per sweep: id, name, status, created, total runs and runs per status.
+
+    Counts come from each sweep's ``run_counts`` (the store counts in SQL) unless
+    ``runs`` is given, in which case they are counted from those rows.
+    """
+    counts: dict[int, dict[str, int]] = {}
+    if runs is not None:
+        for r in runs:
+            c = counts.setdefault(int(r["sweep_id"]), {})
+            status = str(r.get("status") or "unknown")
+            c[status] = c.get(status, 0) + 1
+    rows = []
+    for s in sweeps:
+        c = counts.get(int(s["id"]), {}) if runs is not None else dict(s.get("run_counts") or {})
+        rows.append(
+            {
+                "id": int(s["id"]),
+                "name": s.get("name"),
+                "status": s.get("status"),
+                "created": s.get("created"),
+                "runs": sum(c.values()),
+                **{k: c.get(k, 0) for k in RUN_STATUSES},
+            }
+        )
+    cols = ["id", "name", "status", "created", "runs", *RUN_STATUSES]
+    return pd.DataFrame(rows, columns=cols)
+
+
+def runs_table(
+    runs: Sequence[Mapping[str, Any]], latest: Mapping[int, Mapping[str, float | None]]
+) -> pd.DataFrame:
+    """The sweep page's runs table: one row per run, the figures a user sorts by."""
+    rows = []
+    for r in runs:
+        rid = int(r["id"])
+        last = latest.get(rid, {})
+        budget = step_budget(r.get("config"))
+        used = r.get("last_step")
+        rows.append(
+            {
+                "id": rid,
+                "run": run_label(r),
+                "role": r.get("role"),
+                "seed": r.get("seed"),
+                "codec": r.get("compression"),
+                "correction": r.get("correction"),
+                "status": r.get("status"),
+                "stop rule": r.get("stop_rule"),
+                "stop step": r.get("stop_step"),
+                "steps used": used,
+                "budget": budget,
+                "used/budget": (used / budget) if used is not None and budget else None,
+                "last score": _finite(last.get(LAST_SCORE)),
+                "last gap": _finite(last.get(LAST_GAP)),
+                "pair": r.get("pair_key"),
+                "error": r.get("error"),
+            }
+        )
+    cols = [
+        "id", "run", "role", "seed", "codec", "correction", "status", "stop rule",
+        "stop step", "steps used", "budget", "used/budget", "last score", "last gap",
+        "pair", "error",
+    ]  # fmt: skip
+    return pd.DataFrame(rows, columns=cols)
+
+
+def filter_runs(
+    table: pd.DataFrame,
+    *,
+    statuses: Iterable[str] | None = None,
+    roles: Iterable[str] | None = None,
+    corrections: Iterable[str] | None = None,
+    text: str | None = None,
+) -> pd.DataFrame:
+    """Rows of ``table`` matching every given filter (None or empty = no filter)."""
+    out = table
+    for col, allowed in (("status", statuses), ("role", roles), ("correction", corrections)):
+        if allowed:
+            out = out[out[col].isin(list(allowed))]
+    if text:
+        needle = text.lower()
+        keep = [needle in " ".join(str(v) for v in row).lower() for row in out.itertuples()]
+        out = out[keep]
+    return out
+
+
+def sort_runs(table: pd.DataFrame, column: str | None, descending: bool = False) -> pd.DataFrame:
+    """``table`` sorted by ``column`` (missing values last); unknown column -> ValueError."""
+    if not column:
+        return table
+    if column not in table.columns:
+        raise ValueError(f"cannot sort by {column!r}; columns: {', '.join(table.columns)}")
+    return table.sort_values(column, ascending=not descending, na_position="last", kind="stable")
+
+
+def steps_survived(row: Mapping[str, Any]) -> int | None:
+    """Steps a run ran: its stop step when stopped, else its newest stored step."""
+    stop = row.get("stop step")
+    if stop is not None and not pd.isna(stop):
+        return int(stop)
+    used = row.get("steps used")
+    return None if used is None or pd.isna(used) else int(used)
+
+
+def steps_saved(table: pd.DataFrame) -> int:
+    """Trial-steps early stopping saved: sum over stopped runs of budget - stop step."""
+    total = 0
+    for _, row in table.iterrows():
+        if row["status"] != "stopped" or pd.isna(row["budget"]):
+            continue
+        ran = steps_survived(row)
+        if ran is not None:
+            total += max(0, int(row["budget"]) - ran)
+    return total
+
+
+def leaderboard(table: pd.DataFrame, mean_gap: Mapping[int, float | None]) -> pd.DataFrame:
+    """Correction strategies across seeds, the dense control first as the baseline.
+
+    ``table`` is :func:`runs_table`'s frame (with a ``strategy`` column added here),
+    ``mean_gap`` maps run id to the run's mean probability gap over its steps.
+    Columns: strategy, seeds, collapsed (stopped or failed / seeds), steps survived
+    (mean), final score (mean), score vs control, mean gap, gap vs control (ratio).
+    """
+    cols = [
+        "strategy", "runs", "collapsed", "steps survived", "final score",
+        "score vs control", "mean gap", "gap vs control",
+    ]  # fmt: skip
+    if table.empty:
+        return pd.DataFrame(columns=cols)
+    t = table.copy()
+    t["strategy"] = [
+        "dense control" if role == "control" else f"{codec or '?'} + {corr or 'none'}"
+        for role, codec, corr in zip(t["role"], t["codec"], t["correction"], strict=True)
+    ]
+    t["survived"] = [steps_survived(row) for _, row in t.iterrows()]
+    t["collapsed_flag"] = t["status"].isin(["stopped", "failed"])
+    t["gap"] = [_finite(mean_gap.get(int(i))) for i in t["id"]]
+    rows = []
+    for strategy, g in t.groupby("strategy", sort=True):
+        rows.append(
+            {
+                "strategy": strategy,
+                "runs": len(g),
+                "collapsed": f"{int(g['collapsed_flag'].sum())}/{len(g)}",
+                "steps survived": _mean(g["survived"]),
+                "final score": _mean(g["last score"]),
+                "mean gap": _mean(g["gap"]),
+            }
+        )
+    board = pd.DataFrame(rows)
+    base = board[board["strategy"] == "dense control"]
+    base_score = base["final score"].iloc[0] if not base.empty else None
+    base_gap = base["mean gap"].iloc[0] if not base.empty else None
+    board["score vs control"] = [
+        None if s is None or base_score is None or pd.isna(s) or pd.isna(base_score)
+        else s - base_score
+        for s in board["final score"]
+    ]  # fmt: skip
+    board["gap vs control"] = [
+        None if g is None or not base_gap or pd.isna(g) or pd.isna(base_gap) else g / base_gap
+        for g in board["mean gap"]
+    ]
+    order = [0 if s == "dense control" else 1 for s in board["strategy"]]
+    board = board.assign(_o=order).sort_values(["_o", "strategy"]).drop(columns="_o")
+    return board[cols].reset_index(drop=True)
+
+
+def _mean(values: Iterable[Any]) -> float | None:
+    xs = [float(v) for v in values if v is not None and not pd.isna(v)]
+    return sum(xs) / len(xs) if xs else None
+
+
+def series_frame(points: Iterable[Mapping[str, Any]], labels: Mapping[int, str]) -> pd.DataFrame:
+    """Store points -> columns run_id, run, name, step, value (NaN where not finite), flag."""
+    rows = [
+        {
+            "run_id": int(p["run_id"]),
+            "run": labels.get(int(p["run_id"]), f"#{p['run_id']}"),
+            "name": p["name"],
+            "step": int(p["step"]),
+            "value": _finite(p.get("value")),
+            "flag": p.get("flag"),
+        }
+        for p in points
+    ]
+    df = pd.DataFrame(rows, columns=["run_id", "run", "name", "step", "value", "flag"])
+    df["value"] = pd.to_numeric(df["value"], errors="coerce")
+    return df.sort_values(["run_id", "name", "step"], kind="stable").reset_index(drop=True)
+
+
+def non_finite_summary(df: pd.DataFrame) -> pd.DataFrame:
+    """Per run and metric: how many stored values were not finite, and at which steps."""
+    bad = df[df["value"].isna()]
+    if bad.empty:
+        return pd.DataFrame(columns=["run", "name", "count", "steps", "flag"])
+    grouped = bad.groupby(["run", "name"], sort=True)
+    out = grouped.agg(
+        count=("step", "size"),
+        steps=("step", lambda s: ", ".join(str(x) for x in list(s)[:10])),
+        flag=("flag", lambda f: ", ".join(sorted({str(x) for x in f if x is not None}))),
+    )
+    return out.reset_index()
+
+
+def ecdf_frame(payload: Mapping[str, Any]) -> pd.DataFrame:
+    """A distribution payload -> ECDF points (value = bucket upper bound, cdf in (0, 1]).
+
+    The payload layout is fixed in docs/interfaces.md: ``upper`` and ``counts`` lists of
+    equal length, ``upper`` increasing. A payload that breaks it -> ValueError.
+    """
+    upper = list(payload.get("upper") or [])
+    counts = list(payload.get("counts") or [])
+    if len(upper) != len(counts):
+        raise ValueError(
+            f"distribution payload has {len(upper)} upper bounds but {len(counts)} counts; "
+            "they must be the same length (see docs/interfaces.md)"
+        )
+    total = float(sum(counts))
+    if total <= 0:
+        return pd.DataFrame(columns=["value", "cdf"])
+    cum = 0.0
+    rows = []
+    for u, c in zip(upper, counts, strict=True):
+        cum += float(c)
+        rows.append({"value": float(u), "cdf": cum / total})
+    return pd.DataFrame(rows)
+
+
+def default_steps(steps: Sequence[int]) -> list[int]:
+    """Early, middle and late: the first, middle and last stored step (deduplicated)."""
+    s = sorted(set(steps))
+    if not s:
+        return []
+    picks = [s[0], s[len(s) // 2], s[-1]]
+    return sorted(set(picks))
+
+
+def nearest_step(steps: Sequence[int], wanted: int) -> int | None:
+    """The stored step closest to ``wanted`` (ties go to the earlier), or None if none."""
+    if not steps:
+        return None
+    return min(steps, key=lambda s: (abs(s - wanted), s))
+
+
+def parse_int_list(text: str | None) -> list[int]:
+    """``"3,1,2"`` -> ``[3, 1, 2]``; blanks and non-integers are dropped (URLs get edited)."""
+    if not text:
+        return []
+    out = []
+    for part in text.split(","):
+        part = part.strip()
+        if part.lstrip("-").isdigit():
+            out.append(int(part))
+    return out
+
+
+def pair_of(run: Mapping[str, Any], runs: Sequence[Mapping[str, Any]]) -> list[int]:
+    """The run and its paired control (same pair key, role control), run first."""
+    ids = [int(run["id"])]
+    key = run.get("pair_key")
+    if key is None:
+        return ids
+    for r in runs:
+        if r.get("pair_key") == key and int(r["id"]) != ids[0] and r.get("role") == "control":
+            ids.append(int(r["id"]))
+    return ids

@@ -1,0 +1,114 @@
+"""Page paths, URL state and the error guard every page body runs inside.
+
+Every choice a page offers is read from and written back to ``st.query_params``, so the
+address bar always holds a link that reproduces the view. Pages are files under
+``ui/views/`` registered with ``st.navigation`` in ``ui/app.py``; their URL paths are
+``/`` (sweeps), ``/sweep``, ``/compare`` and ``/run``.
+"""
+
+from __future__ import annotations
+
+import traceback
+from collections.abc import Callable, Iterable
+from datetime import timedelta
+
+import streamlit as st
+from sqlalchemy.exc import SQLAlchemyError
+
+from ui.source import UIError
+
+SWEEPS = "views/sweeps.py"
+SWEEP = "views/sweep.py"
+COMPARE = "views/compare.py"
+RUN = "views/run.py"
+
+REFRESH_S = 10.0
+"""Seconds between automatic refreshes of a page over a running sweep."""
+
+
+def qp_str(key: str, default: str = "") -> str:
+    """The URL parameter ``key`` (the last one if repeated), or ``default``."""
+    value = st.query_params.get(key)
+    return default if value is None else str(value)
+
+
+def qp_int(key: str) -> int | None:
+    """The URL parameter ``key`` as an int; a non-integer is reported and ignored."""
+    raw = st.query_params.get(key)
+    if raw is None or raw == "":
+        return None
+    try:
+        return int(raw)
+    except ValueError:
+        st.warning(f"ignoring URL parameter {key}={raw!r}: it must be an integer")
+        return None
+
+
+def qp_list(key: str) -> list[str]:
+    """A comma-separated URL parameter as a list (empty items dropped)."""
+    return [x for x in qp_str(key).split(",") if x]
+
+
+def qp_bool(key: str, default: bool = False) -> bool:
+    raw = st.query_params.get(key)
+    if raw is None:
+        return default
+    return str(raw).lower() in ("1", "true", "yes", "on")
+
+
+def qp_set(key: str, value: str | int | bool | Iterable[str | int] | None) -> None:
+    """Write ``value`` to the URL (None/empty removes the parameter)."""
+    if isinstance(value, bool):
+        text: str | None = "1" if value else "0"
+    elif isinstance(value, int | str):
+        text = str(value)
+    elif value is None:
+        text = None
+    else:
+        text = ",".join(str(v) for v in value)
+    if not text:
+        if key in st.query_params:
+            del st.query_params[key]
+    elif st.query_params.get(key) != text:
+        st.query_params[key] = text
+
+
+def show_error(exc: BaseException) -> None:
+    """One clear line for a problem the user can fix; details folded away for a bug."""
+    if isinstance(exc, UIError | ValueError):
+        st.error(str(exc))
+        return
+    if isinstance(exc, SQLAlchemyError):
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        st.error(f"the store could not be read ({first}); check the database and reload")
+        return
+    if type(exc).__name__ == "StoreError":
+        st.error(str(exc))
+        return
+    st.error(f"this page failed: {type(exc).__name__}: {exc}")
+    with st.expander("details"):
+        st.code("".join(traceback.format_exception(exc)))
+
+
+def guarded(body: Callable[[], None]) -> None:
+    """Run a page body; any error becomes a message in the page, never a traceback."""
+    try:
+        body()
+    except Exception as exc:  # noqa: BLE001 - the page's one place to catch everything
+        show_error(exc)
+
+
+def page_body(body: Callable[[], None], *, live: bool) -> None:
+    """Run ``body`` guarded; while ``live`` (a sweep runs) it reruns every REFRESH_S.
+
+    Only the fragment reruns, and the queries under it are cached for a few seconds, so
+    a live page refreshes without reloading the whole app or hammering the database.
+    """
+    refresh = live and qp_bool("refresh", True)
+    run_every = timedelta(seconds=REFRESH_S) if refresh else None
+
+    @st.fragment(run_every=run_every)
+    def _fragment() -> None:
+        guarded(body)
+
+    _fragment()

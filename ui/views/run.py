@@ -1,0 +1,163 @@
+"""Page 4: one run: every metric it has (searchable, with a trend line each, any of them
+charted), its config, and the decisions the rules took (warnings and the stop) with
+their evidence.
+
+URL: ``run`` (id), ``q`` (metric filter), ``m`` (charted metrics, comma list),
+``log`` (1 = log y axis).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+import streamlit as st
+
+from correction import names
+from ui import charts, data, nav, source
+
+TREND_POINTS = 60
+"""Points per metric in the table's trend column."""
+CHART_POINTS = 1000
+
+
+def header(url: str, run: dict[str, Any]) -> None:
+    st.title(f"Run {data.run_label(run)}")
+    budget = data.step_budget(run.get("config"))
+    facts = [
+        f"role **{run.get('role')}**",
+        f"seed **{run.get('seed')}**",
+        f"codec **{run.get('compression')}**",
+        f"correction **{run.get('correction')}**",
+        f"status **{run.get('status')}**",
+        f"steps **{run.get('last_step')}**" + (f" of {budget}" if budget else ""),
+    ]
+    st.markdown(" · ".join(facts))
+    if run.get("status") == "stopped":
+        st.warning(
+            f"stopped at step {run.get('stop_step')} by rule **{run.get('stop_rule')}** "
+            "(evidence below)"
+        )
+    if run.get("status") == "failed":
+        st.error(f"this run failed: {run.get('error') or 'no error text stored'}")
+    others = source.runs(url, int(run["sweep_id"]))
+    pair = data.pair_of(run, others)
+    c1, c2 = st.columns(2)
+    with c1:
+        st.page_link(
+            nav.SWEEP, label="back to its sweep", query_params={"sweep": str(run["sweep_id"])}
+        )
+    with c2:
+        st.page_link(
+            nav.COMPARE,
+            label="compare with its dense control" if len(pair) > 1 else "open in compare",
+            query_params={"runs": ",".join(map(str, pair))},
+        )
+
+
+def decisions_section(url: str, run_id: int) -> None:
+    st.subheader("Decisions")
+    decs = source.decisions(url, run_id, None)
+    if not decs:
+        st.caption("No rule warned about or stopped this run.")
+        return
+    for d in sorted(decs, key=lambda d: (int(d["step"]), str(d["rule"]))):
+        icon = {"stop": "🛑", "warn": "⚠️"}.get(str(d.get("action")), "·")
+        with st.expander(
+            f"{icon} step {d['step']}: {d['action']} by {d['rule']}",
+            expanded=d.get("action") == "stop",
+        ):
+            st.json(d.get("evidence") or {})
+
+
+def metrics_section(url: str, run: dict[str, Any]) -> None:
+    st.subheader("Metrics")
+    rid = int(run["id"])
+    all_metrics = source.metric_names(url, rid)
+    if not all_metrics:
+        st.info("This run has no stored metric yet.")
+        return
+    q = st.text_input(
+        "filter metrics", value=nav.qp_str("q"), placeholder="e.g. tail/ or post_tool"
+    )
+    nav.qp_set("q", q)
+    shown = [m for m in all_metrics if q.lower() in m.lower()] if q else all_metrics
+    label = ((rid, data.run_label(run)),)
+    trend = source.series(url, (rid,), tuple(shown), TREND_POINTS, label)
+    latest = source.latest(url, (rid,), tuple(shown)).get(rid, {})
+    rows = []
+    for m in shown:
+        s = trend[trend["name"] == m]
+        rows.append(
+            {
+                "metric": m,
+                "latest": latest.get(m),
+                "trend": [None if pd.isna(v) else float(v) for v in s["value"]],
+                "non-finite": int(s["value"].isna().sum()),
+            }
+        )
+    st.dataframe(
+        pd.DataFrame(rows),
+        hide_index=True,
+        column_config={
+            "latest": st.column_config.NumberColumn(format="%.5g"),
+            "trend": st.column_config.LineChartColumn("trend", width="medium"),
+            "non-finite": st.column_config.NumberColumn(
+                help="NaN or inf values among the trend's points"
+            ),
+        },
+    )
+    st.caption(f"{len(shown)} of {len(all_metrics)} metrics")
+    defaults = [m for m in nav.qp_list("m") if m in all_metrics] or [
+        m for m in (names.SCORE_MEAN, names.PROBS_DIFF_MEAN) if m in all_metrics
+    ]
+    chosen = st.multiselect("chart metrics", all_metrics, default=defaults, key="run_chart")
+    nav.qp_set("m", chosen)
+    log = st.toggle("log scale", value=nav.qp_bool("log"))
+    nav.qp_set("log", "1" if log else None)
+    if not chosen:
+        return
+    frame = source.series(url, (rid,), tuple(chosen), CHART_POINTS, label)
+    stops = (
+        [charts.StopMark(data.run_label(run), int(run["stop_step"]), str(run.get("stop_rule")))]
+        if run.get("stop_step") is not None
+        else []
+    )
+    for m in chosen:
+        df = frame[frame["name"] == m]
+        if df.dropna(subset=["value"]).empty:
+            st.caption(f"`{m}`: no finite value stored")
+            continue
+        st.altair_chart(
+            charts.line_chart(df, title=m, y_title=m, log=log, stops=stops), width="stretch"
+        )
+
+
+def body() -> None:
+    url = source.db_url()
+    source.store()
+    rid = nav.qp_int("run")
+    if rid is None:
+        st.title("Run")
+        st.info("No run chosen: open one from a sweep's runs table (its `open` link).")
+        return
+    run = source.run(url, rid)
+    header(url, run)
+    tab_m, tab_d, tab_c = st.tabs(["metrics", "decisions", "config"])
+    with tab_m:
+        metrics_section(url, run)
+    with tab_d:
+        decisions_section(url, rid)
+    with tab_c:
+        st.json(run.get("config") or {})
+
+
+def live() -> bool:
+    try:
+        rid = nav.qp_int("run")
+        return rid is not None and source.run(source.db_url(), rid).get("status") == "running"
+    except Exception:  # noqa: BLE001 - the body reports the error itself
+        return False
+
+
+nav.page_body(body, live=live())
