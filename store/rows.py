@@ -1,0 +1,66 @@
+"""The plain, immutable rows the store's read API returns (no ORM objects leak out)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, NamedTuple
+
+
+@dataclass(frozen=True, slots=True)
+class SweepRow:
+    id: int
+    name: str
+    status: str
+    created: datetime
+    config_text: str
+    run_counts: dict[str, int] = field(default_factory=dict)
+    """Number of runs per run status (only statuses that occur)."""
+
+
+@dataclass(frozen=True, slots=True)
+class RunRow:
+    id: int
+    sweep_id: int
+    trial_id: str
+    role: str
+    pair_key: str
+    seed: int
+    compression: str
+    correction: str
+    config: dict[str, Any]
+    status: str
+    stop_rule: str | None
+    stop_step: int | None
+    error: str | None
+    started: datetime
+    ended: datetime | None
+    last_step: int | None
+    """Newest step with a stored metric or distribution; None before the first step."""
+
+
+class Point(NamedTuple):
+    """One point of a (downsampled) series. ``value`` is None exactly when ``flag`` is set."""
+
+    run_id: int
+    name: str
+    step: int
+    value: float | None
+    flag: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class DistRow:
+    step: int
+    payload: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class DecisionRow:
+    id: int
+    run_id: int
+    step: int
+    rule: str
+    action: str
+    evidence: dict[str, Any]
+    created: datetime
