@@ -11,7 +11,7 @@ Conventions every rule follows:
 
 - ``history`` is a list of dicts, oldest first, each with ``"step"`` (int) and metric
   names from :mod:`correction.names`. A name may be absent at a step.
-- A missing, non-numeric or NaN value never trips a rule and never raises: it counts as
+- A missing, non-numeric, NaN or infinite value never trips a rule and never raises: it counts as
   "not crossing" at that step, so it also ends a run of consecutive crossing steps
   (a rule needing k steps in a row starts counting again after it).
 - ``grace``: while the history holds ``grace`` steps or fewer the rule only continues.
@@ -148,12 +148,13 @@ def needs_control(name: str) -> bool:
 
 
 def value(row: Row, name: str) -> float | None:
-    """``row[name]`` as a float, or None where it is absent, not a number, or NaN."""
+    """``row[name]`` as a float, or None where it is absent, not a number, NaN or infinite
+    (so evidence stays strict JSON)."""
     v = row.get(name)
     if isinstance(v, bool) or not isinstance(v, int | float):
         return None
     f = float(v)
-    return None if math.isnan(f) else f
+    return f if math.isfinite(f) else None
 
 
 def streak(history: History, crosses: Callable[[Row], bool]) -> int:
@@ -305,8 +306,10 @@ class ScoreCollapse(Rule):
         n = streak(history, crosses)
         if n < self.k:
             return self._go_on(step)
-        row = history[-1]
-        ev: Evidence = {"score": value(row, N.SCORE_MEAN) or 0.0, "k": self.k, "streak": n}
+        s = value(history[-1], N.SCORE_MEAN) or 0.0
+        ev: Evidence = {"score": s, "k": self.k, "streak": n}
+        below_floor = self.floor is not None and s < self.floor
+        ev["crossed"] = "floor" if below_floor else "control_margin"
         if self.floor is not None:
             ev["floor"] = self.floor
         crow = _at_step(control, step)

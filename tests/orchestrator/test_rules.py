@@ -1,0 +1,410 @@
+"""orchestrator.rules: each rule trips on a history built to trip it, stays quiet on
+healthy noisy ones, respects its grace period, survives NaN and pickling; RuleSet/build."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+import pickle
+import random
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from correction import names as N
+from orchestrator import rules
+
+Row = dict[str, Any]
+ROOT = Path(__file__).resolve().parents[2]
+POST, TEXT = N.tail("post_tool", "p95"), N.tail("text", "p95")
+ALL_NAMES = sorted(set().union(*(rules.required_metrics(n) for n in rules.names())))
+
+
+def healthy(rng: random.Random, steps: int = 40, tail: float = 0.05) -> list[Row]:
+    """A dense-like run: every figure noisy around a healthy level."""
+    rows = []
+    for s in range(1, steps + 1):
+        rows.append(
+            {
+                "step": s,
+                N.SCORE_MEAN: 0.4 + rng.gauss(0, 0.1),
+                N.SCORE_MIN: -0.1,
+                N.SCORE_MAX: 1.0,
+                N.ZERO_ADV_FRAC: min(1.0, max(0.0, 0.3 + rng.gauss(0, 0.1))),
+                N.RESPONSE_LENGTH_MEAN: 80 + rng.gauss(0, 15),
+                N.RESPONSE_BUDGET: 512.0,
+                N.CLIP_RATIO: max(0.0, 0.01 + rng.gauss(0, 0.01)),
+                N.PROBS_DIFF_MEAN: 0.006 * (1 + rng.gauss(0, 0.1)),
+                TEXT: tail * (1 + rng.gauss(0, 0.2)),
+                POST: 1.2 * tail * (1 + rng.gauss(0, 0.2)),
+                N.ess("post_tool"): min(1.0, max(0.3, 0.8 + rng.gauss(0, 0.1))),
+            }
+        )
+    return rows
+
+
+def run_all(rs: rules.RuleSet, hist: list[Row], control: list[Row] | None) -> list[rules.Decision]:
+    """Every decision the RuleSet makes, step by step, as the Monitor would."""
+    out: list[rules.Decision] = []
+    for i in range(len(hist)):
+        ctl = None if control is None else [r for r in control if r["step"] <= hist[i]["step"]]
+        out += rs.evaluate(hist[: i + 1], ctl)
+    return out
+
+
+def first(rule: rules.Rule, hist: list[Row], control: list[Row] | None = None) -> rules.Decision:
+    """The first non-continue decision of ``rule`` over ``hist``; fails if none."""
+    for i in range(len(hist)):
+        d = rule(hist[: i + 1], control)
+        if d.action != "continue":
+            return d
+    raise AssertionError(f"{rule.name} never fired")
+
+
+def never(rule: rules.Rule, hist: list[Row], control: list[Row] | None = None) -> bool:
+    return all(rule(hist[: i + 1], control).action == "continue" for i in range(len(hist)))
+
+
+def set_(hist: list[Row], step: int, values: dict[str, Any]) -> list[Row]:
+    return [{**r, **values} if r["step"] >= step else dict(r) for r in hist]
+
+
+# --- registry and API ------------------------------------------------------------------
+
+
+def test_registry_names_and_metrics() -> None:
+    assert rules.names() == sorted(
+        [
+            "constant_advantage",
+            "post_tool_tail_growth",
+            "length_runaway",
+            "score_collapse",
+            "gap_vs_control",
+            "ess_collapse",
+        ]
+    )
+    assert rules.required_metrics("score_collapse") == {N.SCORE_MEAN}
+    assert rules.required_metrics("constant_advantage") == {
+        N.ZERO_ADV_FRAC,
+        N.SCORE_MIN,
+        N.SCORE_MAX,
+    }
+    assert rules.get("constant_advantage").can_feed({N.SCORE_MIN, N.SCORE_MAX})
+    assert not rules.get("constant_advantage").can_feed({N.SCORE_MIN})
+    assert rules.needs_control("gap_vs_control") and not rules.needs_control("score_collapse")
+    with pytest.raises(ValueError, match="valid rules: constant_advantage"):
+        rules.get("nope")
+    with pytest.raises(ValueError, match="valid parameters: grace, k, floor"):
+        rules.get("score_collapse", kk=1)
+    with pytest.raises(ValueError, match="registered twice"):
+        rules.register("score_collapse")(type(rules.get("score_collapse")))
+
+
+@pytest.mark.parametrize(
+    ("name", "params", "match"),
+    [
+        ("score_collapse", {"k": 0}, "k must be >= 1"),
+        ("score_collapse", {"k": 1.5}, "k must be int"),
+        ("score_collapse", {"floor": "x"}, "floor must be float or null"),
+        ("score_collapse", {"grace": -1}, "grace must be >= 0"),
+        ("constant_advantage", {"frac": None}, "frac may not be null"),
+        ("length_runaway", {"clip_level": 1.5}, "clip_level must be in"),
+        ("post_tool_tail_growth", {"factor": 1.0}, "factor must be > 1"),
+        ("ess_collapse", {"floor": 0.0}, "floor must be in"),
+    ],
+)
+def test_bad_params_one_clear_error(name: str, params: dict[str, Any], match: str) -> None:
+    with pytest.raises(ValueError, match=match):
+        rules.get(name, **params)
+
+
+def test_ints_pass_for_float_fields_and_none_disables() -> None:
+    r = rules.get("score_collapse", floor=0, control_margin=None)
+    assert r.params()["floor"] == 0.0 and isinstance(r.params()["floor"], float)
+    hist = [{"step": s, N.SCORE_MEAN: 0.1} for s in range(1, 10)]
+    ctl = [{"step": s, N.SCORE_MEAN: 0.9} for s in range(1, 10)]
+    assert never(r, hist, ctl)  # margin test off
+
+
+def test_empty_or_stepless_history_is_a_clear_error() -> None:
+    r = rules.get("score_collapse")
+    with pytest.raises(ValueError, match="empty history"):
+        r([], None)
+    with pytest.raises(ValueError, match="integer 'step'"):
+        r([{N.SCORE_MEAN: 1.0}], None)
+    assert rules.build().evaluate([], None) == []
+
+
+# --- each rule trips on a history built to trip it -------------------------------------
+
+
+def test_score_collapse_floor_fires_on_second_subzero_step() -> None:
+    hist = set_(healthy(random.Random(1)), 10, {N.SCORE_MEAN: -0.05})
+    d = first(rules.get("score_collapse"), hist)
+    assert (d.action, d.step) == ("stop", 11)
+    assert d.evidence["crossed"] == "floor" and d.evidence["score"] == -0.05
+    assert d.evidence["floor"] == 0.0 and d.evidence["k"] == 2
+
+
+def test_score_collapse_below_control_by_margin() -> None:
+    rng = random.Random(2)
+    hist = set_(set_(healthy(rng), 1, {N.SCORE_MEAN: 0.6}), 10, {N.SCORE_MEAN: 0.1})
+    ctl = set_(healthy(rng), 1, {N.SCORE_MEAN: 0.8})
+    r = rules.get("score_collapse")
+    d = first(r, hist, ctl)
+    assert (d.step, d.evidence["crossed"], d.evidence["control_score"]) == (
+        11,
+        "control_margin",
+        0.8,
+    )
+    assert never(r, hist, None)  # without a control only the zero test
+    # the control missing a step: that step cannot count for the margin test
+    gappy = [c for c in ctl if c["step"] != 11]
+    assert first(r, hist, gappy).step == 13
+
+
+def test_length_runaway_by_clip_ratio_or_by_budget() -> None:
+    hist = set_(healthy(random.Random(3)), 10, {N.CLIP_RATIO: 0.8})
+    d = first(rules.get("length_runaway"), hist)
+    assert (d.step, d.evidence["clip_ratio"]) == (11, 0.8)
+    no_clip = [{k: v for k, v in r.items() if k != N.CLIP_RATIO} for r in healthy(random.Random(3))]
+    long = set_(no_clip, 20, {N.RESPONSE_LENGTH_MEAN: 500.0})
+    d = first(rules.get("length_runaway"), long)
+    assert (d.step, d.evidence["response_length"], d.evidence["budget"]) == (21, 500.0, 512.0)
+    assert never(rules.get("length_runaway", budget_frac=None), long)
+
+
+def test_constant_advantage_fraction_and_min_equals_max_fallback() -> None:
+    hist = set_(
+        healthy(random.Random(4)),
+        10,
+        {N.ZERO_ADV_FRAC: 1.0, N.SCORE_MEAN: -0.1, N.SCORE_MIN: -0.1, N.SCORE_MAX: -0.1},
+    )
+    d = first(rules.get("constant_advantage"), hist)
+    assert (d.step, d.evidence["zero_group_frac"], d.evidence["streak"]) == (12, 1.0, 3)
+    no_frac = [{k: v for k, v in r.items() if k != N.ZERO_ADV_FRAC} for r in hist]
+    d = first(rules.get("constant_advantage"), no_frac)
+    assert (d.step, d.evidence["source"]) == (12, "score min == max")
+
+
+def test_constant_advantage_spares_a_run_that_solved_the_task() -> None:
+    solved = set_(
+        healthy(random.Random(5)),
+        10,
+        {N.ZERO_ADV_FRAC: 1.0, N.SCORE_MEAN: 1.0, N.SCORE_MIN: 1.0, N.SCORE_MAX: 1.0},
+    )
+    assert never(rules.get("constant_advantage"), solved)
+    assert first(rules.get("constant_advantage", score_at_most=None), solved).step == 12
+
+
+def test_post_tool_tail_growth_fires_when_only_post_tool_grows() -> None:
+    hist = healthy(random.Random(6), tail=0.5)
+    for r in hist:
+        if r["step"] >= 10:
+            r[POST] = 0.6 * 1.5 ** (r["step"] - 9)
+    d = first(rules.get("post_tool_tail_growth"), hist)
+    assert d.action == "stop" and 12 <= d.step <= 16
+    assert float(d.evidence["post_tool_growth"]) >= 3.0
+    assert float(d.evidence["text_growth"]) < 1.5
+
+
+def test_ess_collapse_and_its_verl_fallback() -> None:
+    hist = set_(healthy(random.Random(7)), 10, {N.ess("post_tool"): 0.05})
+    d = first(rules.get("ess_collapse"), hist)
+    assert (d.step, d.evidence["ess"], d.evidence["metric"]) == (12, 0.05, N.ess("post_tool"))
+    verl = [{"step": r["step"], N.IS_ESS: r[N.ess("post_tool")]} for r in hist]
+    assert first(rules.get("ess_collapse"), verl).evidence["metric"] == N.IS_ESS
+
+
+def test_gap_vs_control_warns_once_at_step_one() -> None:
+    r = rules.get("gap_vs_control")
+    t = [{"step": 1, N.PROBS_DIFF_MEAN: 0.61}, {"step": 2, N.PROBS_DIFF_MEAN: 0.6}]
+    c = [{"step": 1, N.PROBS_DIFF_MEAN: 0.006}, {"step": 2, N.PROBS_DIFF_MEAN: 0.006}]
+    d = r(t[:1], c)
+    assert d.action == "warn" and d.step == 1
+    assert d.evidence["gap"] == 0.61 and math.isclose(float(d.evidence["times"]), 0.61 / 0.006)
+    assert r(t, c).action == "continue"  # once only
+    assert r(t[:1], None).action == "continue"  # nothing to compare with
+    assert r(t[:1], [{"step": 1, N.PROBS_DIFF_MEAN: 0.1}]).action == "continue"  # 6x < 10x
+    assert r(t[:1], [{"step": 1, N.PROBS_DIFF_MEAN: 0.0}]).evidence["times"] == "inf"
+    tiny = [{"step": 1, N.PROBS_DIFF_MEAN: 0.005}]
+    assert r(tiny, [{"step": 1, N.PROBS_DIFF_MEAN: 0.0}]).action == "continue"  # < min_gap
+    # never a stop, whatever the numbers
+    assert rules.build().first_stop(t[:1], c) is None
+
+
+# --- healthy histories stay quiet ------------------------------------------------------
+
+
+@pytest.mark.parametrize("tail", [0.05, 1.0])
+def test_healthy_noisy_runs_trip_nothing(tail: float) -> None:
+    rs = rules.build()
+    for seed in range(60):
+        rng = random.Random(seed)
+        hist, ctl = healthy(rng, tail=tail), healthy(rng, tail=tail)
+        assert run_all(rs, hist, ctl) == [], f"seed {seed}"
+        assert run_all(rs, ctl, None) == [], f"seed {seed} (as control)"
+
+
+def test_tails_growing_together_trip_nothing() -> None:
+    rs = rules.build()
+    for seed in range(20):
+        hist = healthy(random.Random(seed), tail=0.5)
+        for r in hist:
+            g = 1.3 ** max(0, r["step"] - 5)
+            r[TEXT] *= g
+            r[POST] *= g
+        assert run_all(rs, hist, None) == [], f"seed {seed}"
+
+
+def test_a_one_step_spike_trips_nothing() -> None:
+    rs = rules.build()
+    spike = {
+        N.SCORE_MEAN: -0.5,
+        N.SCORE_MIN: -0.1,
+        N.SCORE_MAX: -0.1,
+        N.ZERO_ADV_FRAC: 1.0,
+        N.CLIP_RATIO: 0.95,
+        N.RESPONSE_LENGTH_MEAN: 512.0,
+        POST: 50.0,
+        N.ess("post_tool"): 0.01,
+    }
+    for seed in range(20):
+        for at in (5, 20, 40):
+            hist = healthy(random.Random(seed))
+            hist[at - 1].update(spike)
+            assert run_all(rs, hist, None) == [], f"seed {seed}, spike at {at}"
+
+
+# --- grace periods, NaN ------------------------------------------------------------------
+
+CROSSING: dict[str, Row] = {
+    "score_collapse": {N.SCORE_MEAN: -0.1},
+    "length_runaway": {N.CLIP_RATIO: 1.0},
+    "constant_advantage": {N.ZERO_ADV_FRAC: 1.0, N.SCORE_MEAN: -0.1},
+    "ess_collapse": {N.ess("post_tool"): 0.01},
+}
+
+
+@pytest.mark.parametrize("name", sorted(CROSSING))
+@pytest.mark.parametrize("grace", [0, 4])
+def test_streak_rules_respect_grace(name: str, grace: int) -> None:
+    hist = [{"step": s, **CROSSING[name]} for s in range(1, 12)]
+    r = rules.get(name, grace=grace, k=2)
+    assert first(r, hist).step == max(grace + 1, 2)
+    default = rules.get(name)
+    assert first(default, hist).step == max(default.grace + 1, int(default.params()["k"]))
+
+
+def test_tail_growth_respects_grace_and_needs_a_baseline() -> None:
+    hist = [{"step": s, TEXT: 1.0, POST: 1.0 if s <= 3 else 10.0} for s in range(1, 12)]
+    assert first(rules.get("post_tool_tail_growth"), hist).step == 7  # 3 baseline + 3 window + k
+    assert first(rules.get("post_tool_tail_growth", grace=9), hist).step == 10
+
+
+@pytest.mark.parametrize("bad", [math.nan, math.inf, None, "x", True])
+def test_nan_never_trips_and_breaks_a_streak(bad: Any) -> None:
+    r = rules.get("score_collapse")
+    vals = [0.5, 0.5, 0.5, -0.1, bad, -0.1, -0.1]
+    hist = [{"step": i + 1, N.SCORE_MEAN: v} for i, v in enumerate(vals)]
+    decisions = [r(hist[: i + 1], None) for i in range(len(hist))]
+    assert [d.step for d in decisions if d.action == "stop"] == [7]
+    all_bad = [{"step": s, **dict.fromkeys(ALL_NAMES, bad)} for s in range(1, 9)]
+    assert run_all(rules.build(), all_bad, all_bad) == []
+
+
+finite = st.floats(allow_nan=True, allow_infinity=True, width=32)
+cell = st.one_of(finite, st.none(), st.text(max_size=2), st.booleans(), st.integers(-5, 5))
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.dictionaries(st.sampled_from(ALL_NAMES), cell), min_size=1, max_size=12))
+def test_any_values_give_a_decision_with_strict_json_evidence(rows: list[Row]) -> None:
+    hist = [{"step": i + 1, **r} for i, r in enumerate(rows)]
+    for name in rules.names():
+        d = rules.get(name, grace=0, k=1) if name in CROSSING else rules.get(name, grace=0)
+        out = d(hist, hist)
+        assert out.action in rules.ACTIONS and out.step == len(hist)
+        json.dumps(out.to_dict(), allow_nan=False)
+
+
+# --- pickling, RuleSet, build ------------------------------------------------------------
+
+
+def test_pickle_round_trip_of_every_rule_and_the_ruleset() -> None:
+    hist = set_(healthy(random.Random(8)), 10, {N.SCORE_MEAN: -0.1, N.CLIP_RATIO: 0.9})
+    for name in rules.names():
+        r = rules.get(name, grace=1)
+        back = pickle.loads(pickle.dumps(r))
+        assert back == r and back.name == name
+        assert back(hist, hist) == r(hist, hist)
+    rs = rules.build({"score_collapse": {"k": 3}, "ess_collapse": {"enabled": False}})
+    back_rs = pickle.loads(pickle.dumps(rs))
+    assert back_rs == rs and back_rs.evaluate(hist) == rs.evaluate(hist)
+
+
+def test_build_from_yaml_settings() -> None:
+    assert rules.build(None).names() == rules.names()
+    rs = rules.build({"score_collapse": {"k": 3, "floor": 0}, "ess_collapse": {"enabled": False}})
+    assert "ess_collapse" not in rs.names()
+    (sc,) = [r for r in rs.rules if r.name == "score_collapse"]
+    assert sc.params()["k"] == 3
+    assert rules.build({"score_collapse": None}).names() == rules.names()
+    for bad, match in [
+        ({"nope": {}}, "unknown rule 'nope'; valid rules: constant_advantage"),
+        ({"score_collapse": {"kk": 1}}, "unknown parameter"),
+        ({"score_collapse": {"enabled": "no"}}, "enabled must be true or false"),
+        ({"score_collapse": 3}, "must be a mapping"),
+        (["score_collapse"], "must be a mapping"),
+        ({"ess_collapse": {"enabled": False, "floor": 2.0}}, "floor must be in"),
+    ]:
+        with pytest.raises(ValueError, match=match):
+            rules.build(bad)  # type: ignore[arg-type]
+
+
+def test_ruleset_stops_first_and_selects() -> None:
+    hist = [
+        {"step": s, N.SCORE_MEAN: -0.1, N.ZERO_ADV_FRAC: 1.0, N.PROBS_DIFF_MEAN: 0.6}
+        for s in (1, 2, 3)
+    ]
+    ctl = [{"step": 1, N.PROBS_DIFF_MEAN: 0.0}]
+    rs = rules.build()
+    assert [d.action for d in rs.evaluate(hist[:1], ctl)] == ["warn"]
+    ds = rs.evaluate(hist, ctl)
+    assert [d.rule for d in ds] == ["constant_advantage", "score_collapse"]
+    assert rs.first_stop(hist, ctl) == ds[0]
+    assert rs.select(["score_collapse"]).names() == ["score_collapse"]
+    with pytest.raises(ValueError, match="valid rules"):
+        rs.select(["nope"])
+    with pytest.raises(ValueError, match="disabled"):
+        rules.build({"score_collapse": {"enabled": False}}).select(["score_collapse"])
+
+
+# --- DESIGN.md's seed run (synthetic reconstruction in examples/logs) ---------------------
+
+
+def _seed_module() -> Any:
+    spec = importlib.util.spec_from_file_location(
+        "make_seed_logs", ROOT / "examples" / "logs" / "make_seed_logs.py"
+    )
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_seed_reconstruction_stops_compressed_in_time_and_spares_dense() -> None:
+    seed = _seed_module()
+    comp, dense = seed.compressed_history(), seed.dense_history()
+    first_below = next(r["step"] for r in comp if r[N.SCORE_MEAN] < 0)
+    assert first_below == 6  # the fact the reconstruction follows
+    rs = rules.build()
+    stops = [d for d in run_all(rs, comp, dense) if d.action == "stop"]
+    assert stops and stops[0].step <= first_below + 2
+    assert run_all(rs, dense, None) == []  # the control: nothing, not even a warning
+    sc = first(rules.get("score_collapse"), comp, dense)
+    assert sc.step == first_below + 1
