@@ -8,7 +8,7 @@ What is here:
 - ``load_sweep_config(path, overrides)``: read + override + validate; every problem is
   one ``GapwatchError`` line (a YAML syntax error names its line, a missing file says so).
 - ``expand(cfg)``: per seed one dense CONTROL and one TREATMENT per
-  (codec, strength, correction, threshold combination); each treatment carries its
+  (codec strength, correction, threshold combination); each treatment carries its
   control's trial key. Controls come first so they are scheduled before treatments.
 - ``run_config_dict(cfg, ...)``: the one place sweep fields map onto ``workers.RunConfig``.
 
@@ -62,21 +62,39 @@ class Resources(_Strict):
 
 
 class Compression(_Strict):
-    """One compressed-trainer setting: a codec name and its strength(s)."""
+    """One compressed-trainer setting: a codec and its strength; a list value sweeps it.
+
+    Any key besides ``codec`` and ``layers`` is the codec's strength keyword, e.g.
+    ``{codec: quant, bits: 2}`` or ``{codec: topk, keep: [0.1, 0.05]}``.
+    """
 
     codec: str
     """Codec name from ``workers.codecs.names()``."""
-    strength: Scalar | list[Scalar] | None = None
-    """The codec's strength (e.g. bits); a list sweeps it; None is the codec's default."""
+    params: dict[str, Scalar | list[Scalar]] = Field(default_factory=dict)
+    """The codec's keyword strength(s) (``bits``, ``keep``); a list sweeps it."""
+    layers: str | int | None = None
+    """Which layer outputs are compressed (``all`` or every n-th); None: the worker's default."""
 
     @model_validator(mode="before")
     @classmethod
-    def _from_name(cls, data: Any) -> Any:
-        return {"codec": data} if isinstance(data, str) else data
+    def _gather_params(cls, data: Any) -> Any:
+        if isinstance(data, str):
+            return {"codec": data}
+        if isinstance(data, dict) and "params" not in data:
+            rest = {k: v for k, v in data.items() if k not in ("codec", "layers")}
+            out = {k: data[k] for k in ("codec", "layers") if k in data}
+            return {**out, "params": rest}
+        return data
 
-    def strengths(self) -> list[Scalar | None]:
-        """The strengths this entry sweeps (derived)."""
-        return list(self.strength) if isinstance(self.strength, list) else [self.strength]
+    def combos(self) -> list[dict[str, Scalar]]:
+        """Every strength combination this entry sweeps, in YAML order (derived)."""
+        return _combos(self.params)
+
+
+def _combos(grid: dict[str, Scalar | list[Scalar]]) -> list[dict[str, Scalar]]:
+    keys = list(grid)
+    values = [v if isinstance(v, list) else [v] for v in grid.values()]
+    return [dict(zip(keys, c, strict=True)) for c in itertools.product(*values)]
 
 
 class Correction(_Strict):
@@ -99,9 +117,7 @@ class Correction(_Strict):
 
     def combos(self) -> list[dict[str, Scalar]]:
         """Every threshold combination this entry sweeps, in YAML order (derived)."""
-        keys = list(self.thresholds)
-        values = [v if isinstance(v, list) else [v] for v in self.thresholds.values()]
-        return [dict(zip(keys, c, strict=True)) for c in itertools.product(*values)]
+        return _combos(self.thresholds)
 
 
 class SweepConfig(_Strict):
@@ -156,6 +172,12 @@ class SweepConfig(_Strict):
 # --- trial specs ---------------------------------------------------------------------
 
 
+def _label(name: str, kw: dict[str, Scalar]) -> str:
+    if not kw:
+        return name
+    return f"{name}(" + ",".join(f"{k}={v}" for k, v in kw.items()) + ")"
+
+
 @dataclass(frozen=True)
 class TrialSpec:
     """One Tune trial: its role, its pairing and the RunConfig dict it trains."""
@@ -167,7 +189,7 @@ class TrialSpec:
     """seed + environment + model: a treatment and its control share it."""
     seed: int
     codec: str
-    strength: Scalar | None
+    codec_kwargs: dict[str, Scalar]
     correction: str
     thresholds: dict[str, Scalar]
     control_key: str | None
@@ -177,61 +199,67 @@ class TrialSpec:
 
     @property
     def compression_label(self) -> str:
-        """``codec`` or ``codec:strength`` (derived; the store's compression column)."""
-        return self.codec if self.strength is None else f"{self.codec}:{self.strength}"
+        """``quant(bits=2)`` (derived; the store's compression column)."""
+        return _label(self.codec, self.codec_kwargs)
 
     @property
     def correction_label(self) -> str:
-        """``name`` or ``name(C=2)`` (derived; the store's correction column)."""
-        if not self.thresholds:
-            return self.correction
-        kw = ",".join(f"{k}={v}" for k, v in self.thresholds.items())
-        return f"{self.correction}({kw})"
+        """``tis(C=2)`` (derived; the store's correction column)."""
+        return _label(self.correction, self.thresholds)
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> TrialSpec:
-        return cls(**d)
+        return {
+            **asdict(self),
+            "compression_label": self.compression_label,
+            "correction_label": self.correction_label,
+        }
 
 
 def run_config_dict(
     cfg: SweepConfig,
+    spec_name: str,
     *,
     seed: int,
     codec: str,
-    strength: Scalar | None,
+    codec_kwargs: dict[str, Scalar],
+    layers: str | int | None,
     correction: str,
     thresholds: dict[str, Scalar],
 ) -> dict[str, Any]:
     """The ``workers.RunConfig`` dict of one trial: sweep fields, then ``worker:`` extras."""
     d: dict[str, Any] = {
+        "name": spec_name,
         "env": cfg.environment,
         "model": cfg.model,
         "seed": seed,
         "steps": cfg.steps,
-        "batch_size": cfg.batch_size,
+        "tasks_per_step": cfg.batch_size,
         "group_size": cfg.group_size,
-        "max_new_tokens": cfg.budgets.tokens_per_interaction,
+        "token_budget": cfg.budgets.tokens_per_interaction,
         "max_interactions": cfg.budgets.max_interactions,
-        "codec": codec,
+        "compression": codec,
+        "compression_kwargs": dict(codec_kwargs),
         "correction": correction,
         "correction_kwargs": dict(thresholds),
+        "num_threads": max(1, int(cfg.resources.cpus)),
     }
-    if strength is not None:
-        d["codec_strength"] = strength
-    clash = sorted(set(cfg.worker) & set(d))
+    if layers is not None:
+        d["compression_layers"] = layers
+    clash = sorted(set(cfg.worker) & (set(d) - {"num_threads"}))
     if clash:
         raise GapwatchError(
-            f"worker: {', '.join(clash)} set there and as a sweep field; set it once, "
-            "as the sweep field"
+            f"worker: {', '.join(clash)} is a sweep field (or set per trial); set it there, "
+            "not under worker:"
         )
     return {**d, **cfg.worker}
 
 
 def _slug(v: object) -> str:
     return re.sub(r"[^A-Za-z0-9.]+", "", str(v))
+
+
+def _key_part(name: str, kw: dict[str, Scalar]) -> str:
+    return name + "".join(f"_{k}{_slug(v)}" for k, v in kw.items())
 
 
 def expand(cfg: SweepConfig) -> list[TrialSpec]:
@@ -241,53 +269,45 @@ def expand(cfg: SweepConfig) -> list[TrialSpec]:
     for seed in cfg.seeds:
         pair_key = f"{cfg.environment}/{cfg.model}/seed{seed}"
         control_key = f"s{seed}-control"
+        dense: dict[str, Any] = {
+            "seed": seed,
+            "codec": DENSE_CODEC,
+            "codec_kwargs": {},
+            "correction": NO_CORRECTION,
+            "thresholds": {},
+        }
         controls.append(
             TrialSpec(
                 trial_key=control_key,
                 role="control",
                 pair_key=pair_key,
-                seed=seed,
-                codec=DENSE_CODEC,
-                strength=None,
-                correction=NO_CORRECTION,
-                thresholds={},
                 control_key=None,
-                run=run_config_dict(
-                    cfg,
-                    seed=seed,
-                    codec=DENSE_CODEC,
-                    strength=None,
-                    correction=NO_CORRECTION,
-                    thresholds={},
-                ),
+                run=run_config_dict(cfg, control_key, layers=None, **dense),
+                **dense,
             )
         )
         for comp in cfg.compression:
-            for strength in comp.strengths():
+            for ckw in comp.combos():
                 for corr in cfg.correction:
-                    for kw in corr.combos():
-                        parts = [f"s{seed}", comp.codec + ("" if strength is None else _slug(strength))]
-                        parts.append(corr.name)
-                        parts += [f"{k}{_slug(v)}" for k, v in kw.items()]
+                    for tkw in corr.combos():
+                        key = "-".join(
+                            [f"s{seed}", _key_part(comp.codec, ckw), _key_part(corr.name, tkw)]
+                        )
+                        arm: dict[str, Any] = {
+                            "seed": seed,
+                            "codec": comp.codec,
+                            "codec_kwargs": ckw,
+                            "correction": corr.name,
+                            "thresholds": tkw,
+                        }
                         treatments.append(
                             TrialSpec(
-                                trial_key="-".join(parts),
+                                trial_key=key,
                                 role="treatment",
                                 pair_key=pair_key,
-                                seed=seed,
-                                codec=comp.codec,
-                                strength=strength,
-                                correction=corr.name,
-                                thresholds=kw,
                                 control_key=control_key,
-                                run=run_config_dict(
-                                    cfg,
-                                    seed=seed,
-                                    codec=comp.codec,
-                                    strength=strength,
-                                    correction=corr.name,
-                                    thresholds=kw,
-                                ),
+                                run=run_config_dict(cfg, key, layers=comp.layers, **arm),
+                                **arm,
                             )
                         )
     specs = controls + treatments
@@ -394,20 +414,10 @@ def _check_correction_kwargs(corr: Correction, where: str) -> None:
 def _check_rules(settings: dict[str, Any], src: str) -> None:
     from orchestrator import rules
 
-    for key in settings:
-        if key in rules.names() or key in _RULE_SETTING_KEYS:
-            continue
-        raise GapwatchError(
-            f"{src}: rules.{key}: unknown rule; valid: {', '.join(rules.names())}"
-        )
     try:
         rules.build(settings)
     except (TypeError, ValueError) as exc:
         raise GapwatchError(f"{src}: rules: {' '.join(str(exc).split())}") from None
-
-
-_RULE_SETTING_KEYS = frozenset({"enabled", "disabled", "only", "grace", "defaults"})
-"""Keys ``rules.build`` accepts besides rule names (set-wide options)."""
 
 
 def _check_run_configs(specs: Sequence[TrialSpec], src: str) -> None:
@@ -422,16 +432,18 @@ def _check_run_configs(specs: Sequence[TrialSpec], src: str) -> None:
         try:
             RunConfig.from_dict(dict(spec.run))
         except (TypeError, ValueError) as exc:
-            raise GapwatchError(f"{src}: trial {spec.trial_key}: {' '.join(str(exc).split())}") from None
+            raise GapwatchError(
+                f"{src}: trial {spec.trial_key}: {' '.join(str(exc).split())}"
+            ) from None
 
 
-def load_sweep_config(
-    path: Path | str, overrides: Sequence[str] = ()
-) -> tuple[SweepConfig, str]:
+def load_sweep_config(path: Path | str, overrides: Sequence[str] = ()) -> tuple[SweepConfig, str]:
     """Read, override and validate a sweep YAML; returns the config and the YAML text."""
     p = Path(path)
     if not p.exists():
-        raise GapwatchError(f"sweep config {p} does not exist; pass a YAML file such as examples/quickstart.yaml")
+        raise GapwatchError(
+            f"sweep config {p} does not exist; pass a YAML file such as examples/quickstart.yaml"
+        )
     if p.is_dir():
         raise GapwatchError(f"sweep config {p} is a directory; pass a YAML file")
     text = p.read_text()
@@ -446,7 +458,9 @@ def load_sweep_config(
             ) from None
         raise GapwatchError(f"{p}: YAML syntax error: {problem}") from None
     if raw is None:
-        raise GapwatchError(f"{p} is empty; it needs at least name, environment, seeds, steps, compression, correction")
+        raise GapwatchError(
+            f"{p} is empty; it needs at least name, environment, seeds, steps, compression, correction"
+        )
     if not isinstance(raw, dict):
         raise GapwatchError(f"{p}: expected a mapping of sweep fields at the top level")
     for item in overrides:

@@ -220,7 +220,9 @@ def print_summary(cfg: SweepConfig, out: SweepOutcome) -> None:
         f"wall {out.wall_s:.0f} s; sweep id {out.sweep_id}"
     )
     if out.status == "interrupted":
-        con.print(f"interrupted: continue with `gapwatch sweep <config> --resume` (sweep {cfg.name})")
+        con.print(
+            f"interrupted: continue with `gapwatch sweep <config> --resume` (sweep {cfg.name})"
+        )
 
 
 def run_sweep(

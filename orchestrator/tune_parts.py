@@ -311,8 +311,8 @@ class Recorder(Callback):
             role=spec["role"],
             pair_key=spec["pair_key"],
             seed=spec["seed"],
-            compression=_compression_label(spec),
-            correction=_correction_label(spec),
+            compression=spec["compression_label"],
+            correction=spec["correction_label"],
             config=spec["run"],
             status="running",
         )
@@ -375,9 +375,7 @@ class Recorder(Callback):
     def on_step_end(self, iteration: int, trials: list[Any], **info: Any) -> None:
         self._maybe_flush()
 
-    def on_trial_complete(
-        self, iteration: int, trials: list[Any], trial: Any, **info: Any
-    ) -> None:
+    def on_trial_complete(self, iteration: int, trials: list[Any], trial: Any, **info: Any) -> None:
         key = _key_of(trial)
         self.flush(key)
         row = self.state.rows[key]
@@ -403,18 +401,6 @@ class Recorder(Callback):
 
     def on_experiment_end(self, trials: list[Any], **info: Any) -> None:
         self.flush()
-
-
-def _compression_label(spec: dict[str, Any]) -> str:
-    s = spec.get("strength")
-    return str(spec["codec"]) if s is None else f"{spec['codec']}:{s}"
-
-
-def _correction_label(spec: dict[str, Any]) -> str:
-    kw = spec.get("thresholds") or {}
-    if not kw:
-        return str(spec["correction"])
-    return f"{spec['correction']}(" + ",".join(f"{k}={v}" for k, v in kw.items()) + ")"
 
 
 # --- live progress ---------------------------------------------------------------------
@@ -446,8 +432,8 @@ def render_table(state: SweepState, title: str, total_steps: int) -> Table:
         t.add_row(
             key,
             spec["role"],
-            _compression_label(spec),
-            _correction_label(spec),
+            spec["compression_label"],
+            spec["correction_label"],
             f"{row.step}/{total_steps}",
             "" if row.score is None else f"{row.score:+.3f}",
             "" if row.gap is None else f"{row.gap:.4f}",
