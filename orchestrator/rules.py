@@ -174,16 +174,6 @@ def _step(row: Row) -> int:
     return int(s)
 
 
-def _at_step(history: History | None, step: int) -> Row | None:
-    """The row of ``history`` for ``step`` (None where it has none)."""
-    if not history:
-        return None
-    for row in reversed(history):
-        if _step(row) == step:
-            return row
-    return None
-
-
 def _hints(cls: type) -> dict[str, Any]:
     return typing.get_type_hints(cls)
 
@@ -291,17 +281,16 @@ class ScoreCollapse(Rule):
     3, still within the 2-step requirement."""
 
     def decide(self, history: History, control: History | None, step: int) -> Decision:
+        ctl = {_step(r): c for r in control or () if (c := value(r, N.SCORE_MEAN)) is not None}
+
         def crosses(row: Row) -> bool:
             s = value(row, N.SCORE_MEAN)
             if s is None:
                 return False
             if self.floor is not None and s < self.floor:
                 return True
-            if self.control_margin is None:
-                return False
-            crow = _at_step(control, _step(row))
-            c = None if crow is None else value(crow, N.SCORE_MEAN)
-            return c is not None and c - s > self.control_margin
+            c = ctl.get(_step(row))
+            return self.control_margin is not None and c is not None and c - s > self.control_margin
 
         n = streak(history, crosses)
         if n < self.k:
@@ -312,8 +301,7 @@ class ScoreCollapse(Rule):
         ev["crossed"] = "floor" if below_floor else "control_margin"
         if self.floor is not None:
             ev["floor"] = self.floor
-        crow = _at_step(control, step)
-        c = None if crow is None else value(crow, N.SCORE_MEAN)
+        c = ctl.get(step)
         if c is not None and self.control_margin is not None:
             ev["control_score"] = c
             ev["control_margin"] = self.control_margin
@@ -499,8 +487,8 @@ class PostToolTailGrowth(Rule):
         return post >= self.factor and post / max(text, 1.0) >= self.factor
 
     def decide(self, history: History, control: History | None, step: int) -> Decision:
-        n = 0
-        for end in range(len(history), 0, -1):
+        n = 0  # consecutive crossing steps, counted up to k (each count is a window's work)
+        for end in range(len(history), max(len(history) - self.k, 0), -1):
             if not self._crosses(self._growth(history[:end])):
                 break
             n += 1

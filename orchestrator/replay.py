@@ -1,0 +1,219 @@
+"""``gapwatch replay``: run the stop rules over a metrics log from elsewhere, step by step.
+
+The same :class:`orchestrator.rules.RuleSet` the Tune Stopper applies sees the history up
+to each step (and the control's history up to the same step), as the Monitor would. The
+first ``stop`` is the verdict: the step where a sweep would have ended the run. Replay
+keeps going past it so every rule's firing is shown; each rule's decision is listed when
+its action changes (a rule that stays tripped for 30 steps is listed once). Rules whose
+metrics the log lacks (or that need a control log not given) are skipped and named.
+
+Not here: reading the store (use ``gapwatch export`` to write a run as a log first).
+
+Call :func:`replay` (pure, on histories) or :func:`replay_cli` (the command).
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from rich.console import Console
+from rich.table import Table
+
+from orchestrator import rules as R
+from orchestrator.logs import MetricsLog, read_log
+
+__all__ = ["ReplayResult", "replay", "replay_cli", "ruleset_for"]
+
+
+@dataclass
+class ReplayResult:
+    """What the rules said over a whole log."""
+
+    decisions: list[R.Decision]
+    """Each rule's decision whenever its action changed to warn or stop, in step order."""
+    stop: R.Decision | None
+    """The first stop: the verdict (None: no rule would stop this run)."""
+    skipped: dict[str, str] = field(default_factory=dict)
+    """Rule name -> why it could not run on this log."""
+
+    def to_json(self) -> dict[str, Any]:
+        """The ``--json`` object."""
+        return {
+            "stopped": self.stop is not None,
+            "rule": None if self.stop is None else self.stop.rule,
+            "step": None if self.stop is None else self.stop.step,
+            "decisions": [d.to_dict() for d in self.decisions],
+            "skipped_rules": list(self.skipped),
+        }
+
+
+def _lacks(rule: R.Rule) -> str:
+    return " or ".join(" + ".join(sorted(alt)) for alt in rule.feeds)
+
+
+def replay(
+    history: Sequence[dict[str, Any]],
+    control: Sequence[dict[str, Any]] | None,
+    ruleset: R.RuleSet,
+) -> ReplayResult:
+    """Run ``ruleset`` over ``history`` step by step (both histories in step order)."""
+    have = {k for r in history for k in r if k != "step"}
+    have_ctl = {k for r in control or () for k in r if k != "step"}
+    skipped: dict[str, str] = {}
+    active: list[R.Rule] = []
+    for rule in ruleset.rules:
+        if not rule.can_feed(have):
+            skipped[rule.name] = f"log lacks {_lacks(rule)}"
+        elif rule.control_only and control is None:
+            skipped[rule.name] = "needs the control's log (--control)"
+        elif rule.control_only and not rule.can_feed(have_ctl):
+            skipped[rule.name] = f"control log lacks {_lacks(rule)}"
+        else:
+            active.append(rule)
+    rs = R.RuleSet(tuple(active))
+    ctl_steps = [int(r["step"]) for r in control or ()]
+    last: dict[str, str] = {}
+    decisions: list[R.Decision] = []
+    stop: R.Decision | None = None
+    for i, row in enumerate(history):
+        ctl = None
+        if control is not None:
+            ctl = control[: bisect.bisect_right(ctl_steps, int(row["step"]))]
+        now = {d.rule: d for d in rs.evaluate(history[: i + 1], ctl)}
+        for rule in rs.rules:
+            d = now.get(rule.name)
+            action = "continue" if d is None else d.action
+            if d is not None and action != last.get(rule.name, "continue"):
+                decisions.append(d)
+                if stop is None and d.action == "stop":
+                    stop = d
+            last[rule.name] = action
+    return ReplayResult(decisions=decisions, stop=stop, skipped=skipped)
+
+
+def ruleset_for(rules: str | None, config: Path | None) -> R.RuleSet:
+    """The RuleSet from ``--config`` (its ``rules:`` section) narrowed by ``--rules a,b``."""
+    settings: dict[str, Any] = {}
+    if config is not None:
+        if not Path(config).is_file():
+            raise ValueError(f"config file {config} does not exist")
+        try:
+            doc = yaml.safe_load(Path(config).read_text(encoding="utf-8"))
+        except yaml.YAMLError as e:
+            raise ValueError(f"{config} is not valid YAML: {' '.join(str(e).split())}") from None
+        if doc is not None and not isinstance(doc, dict):
+            raise ValueError(f"{config} must be a YAML mapping with a `rules:` section")
+        section = (doc or {}).get("rules") or {}
+        if not isinstance(section, dict):
+            raise ValueError(f"{config}: `rules:` must map rule names to their parameters")
+        settings = section
+    if rules is None:
+        return R.build(settings)
+    wanted = [n.strip() for n in rules.split(",") if n.strip()]
+    if not wanted:
+        raise ValueError(f"--rules is empty; give rule names from: {', '.join(R.names())}")
+    # --rules picks rules; an `enabled: false` in the config does not hide a picked one
+    for n in wanted:
+        R.get(n)  # unknown names fail listing the valid ones
+    picked: dict[str, Any] = {}
+    for n in wanted:
+        given = settings.get(n)
+        if isinstance(given, dict):
+            picked[n] = {k: v for k, v in given.items() if k != "enabled"}
+        elif given is None:
+            picked[n] = {}
+    return R.build({**settings, **picked}).select(wanted)
+
+
+def _fmt(v: Any) -> str:
+    if isinstance(v, float):
+        return f"{v:.4g}"
+    return str(v)
+
+
+def _evidence(ev: dict[str, Any]) -> str:
+    return ", ".join(f"{k}={_fmt(v)}" for k, v in ev.items())
+
+
+def _print(res: ReplayResult, log: MetricsLog, control: MetricsLog | None, rs: R.RuleSet) -> None:
+    con = Console(highlight=False)
+    steps = [r["step"] for r in log.rows]
+    con.print(
+        f"replay of [bold]{log.path}[/] ({log.format}, {len(steps)} steps, "
+        f"{steps[0]}..{steps[-1]})"
+        + (
+            ""
+            if control is None
+            else f" against control {control.path} ({len(control.rows)} steps)"
+        )
+    )
+    applied = [n for n in rs.names() if n not in res.skipped]
+    con.print(f"rules applied: {', '.join(applied) or 'none'}")
+    for name, why in res.skipped.items():
+        con.print(f"[yellow]skipped {name}[/]: {why}")
+    if log.ignored:
+        con.print(f"ignored non-numeric fields: {', '.join(sorted(log.ignored))}")
+    if res.decisions:
+        after_stop = False
+        table = Table(
+            "step",
+            "rule",
+            "action",
+            "evidence",
+            caption=(
+                "dim rows: after the verdict's step (what the rules would have said had the "
+                "run gone on)"
+                if res.stop is not None and res.decisions[-1].step > res.stop.step
+                else None
+            ),
+        )
+        table.columns[3].overflow = "fold"
+        for d in res.decisions:
+            after_stop = res.stop is not None and d.step > res.stop.step
+            color = "red" if d.action == "stop" else "yellow"
+            table.add_row(
+                str(d.step),
+                d.rule,
+                f"[{color}]{d.action}[/]",
+                _evidence(d.evidence),
+                style="dim" if after_stop else None,
+            )
+        con.print(table)
+    else:
+        con.print("no rule warned or stopped at any step")
+    if res.stop is None:
+        con.print("[bold green]verdict: no rule would stop this run[/]")
+    else:
+        s = res.stop
+        con.print(
+            f"[bold red]verdict: would stop at step {s.step} by {s.rule}[/]: {_evidence(s.evidence)}"
+        )
+
+
+def replay_cli(
+    log: Path,
+    *,
+    control: Path | None,
+    rules: str | None,
+    config: Path | None,
+    as_json: bool,
+) -> int:
+    """``gapwatch replay``: print the decisions and the verdict; 0 whether or not a rule fired.
+
+    Raises ValueError (one line, naming the file and line) for bad input.
+    """
+    rs = ruleset_for(rules, config)
+    run = read_log(log)
+    ctl = None if control is None else read_log(control)
+    res = replay(run.rows, None if ctl is None else ctl.rows, rs)
+    if as_json:
+        print(json.dumps(res.to_json(), allow_nan=False))
+    else:
+        _print(res, run, ctl, rs)
+    return 0
