@@ -1,0 +1,225 @@
+"""Agentic tool-use environments: a registry, a fixed action grammar, and two tasks.
+
+An episode is text. The prompt states a task; each interaction the policy writes one
+action, either ``<call>EXPR</call>`` (the calculator tool evaluates ``EXPR``; its result is
+appended to the history as ``\\n<r>RESULT</r>\\n``, a non-trainable observation) or
+``<answer>TEXT</answer>`` (ends the episode). Rewards: 1.0 for a correct answer, 0.0 for
+a wrong one (or for running out of interactions), and exactly ``FORMAT_PENALTY`` (-0.1)
+for an unparseable action, which ends the episode. An action cut at the token budget is
+unparseable whatever its text.
+
+Built in (``names()``):
+- ``mul``: ``Q:a*b`` with 2-3 digit factors. The tiny model cannot multiply, so it must call
+  the tool with the question and copy the result into its answer (one tool call).
+- ``mul_chain``: ``Q:a*b*c``. The calculator takes one operator per call, so the policy
+  calls ``a*b``, then ``<that result>*c``, then answers (two tool calls).
+
+Not here: tokenisation, sampling, batching (see ``rollout.py``). Each env also writes
+synthetic demonstrations for the supervised warm start (``demonstration``).
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Final, Literal
+
+FORMAT_PENALTY: Final = -0.1
+"""Reward of an unparseable (or truncated) action; the episode ends there."""
+
+_ACTION_RE: Final = re.compile(r"\s*<(call|answer)>(.*?)</\1>\s*", re.DOTALL)
+_EXPR_RE: Final = re.compile(r"\s*(\d{1,18})\s*([*+-])\s*(\d{1,18})\s*")
+
+
+@dataclass(frozen=True)
+class Action:
+    """A parsed action: a tool call or a final answer, with its body text."""
+
+    kind: Literal["call", "answer"]
+    body: str
+
+
+@dataclass(frozen=True)
+class Task:
+    """One task instance: the prompt text and the expected answer."""
+
+    prompt: str
+    answer: str
+    operands: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What the environment says about one action."""
+
+    reward: float
+    """Reward of the episode if ``done``, else 0.0."""
+    done: bool
+    observation: str | None
+    """Tool result text to append to the history (only for a parseable call)."""
+    parsed: Action | None
+    """The parsed action, or None if it was unparseable."""
+
+
+def parse_action(text: str, *, truncated: bool = False) -> Action | None:
+    """Parse one action in the fixed grammar; None if unparseable.
+
+    The whole text (up to surrounding whitespace) must be exactly one ``<call>...</call>``
+    or ``<answer>...</answer>``. A ``truncated`` action (cut at the token budget) is
+    unparseable even if its text happens to match.
+    """
+    if truncated:
+        return None
+    m = _ACTION_RE.fullmatch(text)
+    if m is None:
+        return None
+    kind: Literal["call", "answer"] = "call" if m.group(1) == "call" else "answer"
+    return Action(kind, m.group(2))
+
+
+def calculator(expr: str) -> str:
+    """The tool: evaluate ``x*y``, ``x+y`` or ``x-y`` on non-negative integers; else ``ERR``."""
+    m = _EXPR_RE.fullmatch(expr)
+    if m is None:
+        return "ERR"
+    a, op, b = int(m.group(1)), m.group(2), int(m.group(3))
+    return str(a * b if op == "*" else a + b if op == "+" else a - b)
+
+
+def observation_text(result: str) -> str:
+    """How a tool result is appended to the history."""
+    return f"\n<r>{result}</r>\n"
+
+
+class Env:
+    """Base environment: sample tasks, score actions, write demonstrations."""
+
+    name: str = "base"
+
+    def sample_task(self, rng: random.Random) -> Task:
+        """Draw one task."""
+        raise NotImplementedError
+
+    def demo_calls(self, task: Task) -> list[str]:
+        """The tool-call bodies an ideal policy makes, in order."""
+        raise NotImplementedError
+
+    def step(self, task: Task, action_text: str, *, truncated: bool) -> Outcome:
+        """Score one action: parse it, run the tool or check the answer."""
+        action = parse_action(action_text, truncated=truncated)
+        if action is None:
+            return Outcome(FORMAT_PENALTY, True, None, None)
+        if action.kind == "answer":
+            reward = 1.0 if action.body.strip() == task.answer else 0.0
+            return Outcome(reward, True, None, action)
+        return Outcome(0.0, False, observation_text(calculator(action.body)), action)
+
+    def demonstration(
+        self, task: Task, rng: random.Random, wrong_frac: float
+    ) -> list[tuple[str, bool]]:
+        """An ideal episode as ``(text, trainable)`` segments.
+
+        With probability ``wrong_frac`` the final answer is miscopied (one digit changed),
+        so a policy warm-started on these solves part of the tasks, leaving RL room.
+        """
+        segs: list[tuple[str, bool]] = [(task.prompt, False)]
+        result = ""
+        for body in self.demo_calls(task):
+            segs.append((f"<call>{body}</call>", True))
+            result = calculator(body)
+            segs.append((observation_text(result), False))
+        answer = result
+        if rng.random() < wrong_frac:
+            answer = _miscopy(answer, rng)
+        segs.append((f"<answer>{answer}</answer>", True))
+        return segs
+
+
+def _miscopy(s: str, rng: random.Random) -> str:
+    """``s`` with one digit replaced by a different digit."""
+    i = rng.randrange(len(s))
+    d = rng.choice([c for c in "0123456789" if c != s[i]])
+    return s[:i] + d + s[i + 1 :]
+
+
+_REGISTRY: dict[str, Callable[..., Env]] = {}
+
+
+def register(name: str) -> Callable[[Callable[..., Env]], Callable[..., Env]]:
+    """Decorator: register an environment factory under ``name`` (once)."""
+
+    def deco(factory: Callable[..., Env]) -> Callable[..., Env]:
+        if name in _REGISTRY:
+            raise ValueError(f"environment {name!r} is registered twice")
+        _REGISTRY[name] = factory
+        return factory
+
+    return deco
+
+
+def names() -> list[str]:
+    """Sorted names of the registered environments."""
+    return sorted(_REGISTRY)
+
+
+def get(name: str, **kwargs: Any) -> Env:
+    """Build the environment ``name``; unknown names or arguments fail in one line."""
+    if name not in _REGISTRY:
+        raise ValueError(f"unknown env {name!r}; valid: {', '.join(names())}")
+    try:
+        return _REGISTRY[name](**kwargs)
+    except TypeError as exc:
+        raise ValueError(f"bad env_kwargs for env {name!r}: {exc}") from None
+
+
+def _check_digits(lo: int, hi: int) -> None:
+    if not 1 <= lo <= hi <= 9:
+        raise ValueError(
+            f"env digits must satisfy 1 <= min_digits <= max_digits <= 9, got {lo}, {hi}"
+        )
+
+
+def _number(rng: random.Random, lo: int, hi: int) -> int:
+    d = rng.randint(lo, hi)
+    return rng.randint(10 ** (d - 1), 10**d - 1)
+
+
+@register("mul")
+class MulEnv(Env):
+    """``Q:a*b``: one tool call, then copy its result into the answer."""
+
+    name = "mul"
+
+    def __init__(self, min_digits: int = 2, max_digits: int = 3) -> None:
+        _check_digits(min_digits, max_digits)
+        self.min_digits, self.max_digits = min_digits, max_digits
+
+    def sample_task(self, rng: random.Random) -> Task:
+        a = _number(rng, self.min_digits, self.max_digits)
+        b = _number(rng, self.min_digits, self.max_digits)
+        return Task(f"Q:{a}*{b}\n", str(a * b), (a, b))
+
+    def demo_calls(self, task: Task) -> list[str]:
+        a, b = task.operands
+        return [f"{a}*{b}"]
+
+
+@register("mul_chain")
+class MulChainEnv(Env):
+    """``Q:a*b*c``: two tool calls (the calculator takes one operator), then answer."""
+
+    name = "mul_chain"
+
+    def __init__(self, min_digits: int = 1, max_digits: int = 2) -> None:
+        _check_digits(min_digits, max_digits)
+        self.min_digits, self.max_digits = min_digits, max_digits
+
+    def sample_task(self, rng: random.Random) -> Task:
+        a, b, c = (_number(rng, self.min_digits, self.max_digits) for _ in range(3))
+        return Task(f"Q:{a}*{b}*{c}\n", str(a * b * c), (a, b, c))
+
+    def demo_calls(self, task: Task) -> list[str]:
+        a, b, c = task.operands
+        return [f"{a}*{b}", f"{a * b}*{c}"]

@@ -1,0 +1,285 @@
+"""The GRPO loop: one RL run, step by step. Call ``train(cfg)``; it yields a ``StepResult``.
+
+Per step:
+1. draw ``tasks_per_step`` tasks; play ``group_size`` trajectories of each with the SAMPLER
+   (dense weights, ``sampler_dtype``); every interaction is one training row;
+2. one no-grad pass of the TRAINER (its compressed forward) and of the frozen reference
+   (the initial policy, same forward) over each trajectory: old log-probs and entropy;
+3. gap diagnostics per slice (``correction.diagnostics``) and correction weights
+   (``correction.strategies``) from trainer vs sampler log-probs;
+4. group-relative advantages ``(r - mean) / (std + eps)`` per task, broadcast to every row
+   of the trajectory;
+5. ``minibatches`` AdamW steps on the PPO-clip loss times the correction weights plus the
+   k3 KL anchor, token-mean over the minibatch; then sync the sampler's weights.
+
+Deliberately left out: multiple PPO epochs, value functions, reward models, distributed
+training, I/O (the caller writes ``StepResult``s to the store), stop rules (the caller's).
+All math on log-probs (gap, tails, KL, ESS, correction weights) lives in ``correction/``.
+"""
+
+from __future__ import annotations
+
+import copy
+import random
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import nn
+
+from correction import diagnostics, strategies
+from correction import names as N
+from workers import codecs, envs, samplers
+from workers.config import RunConfig
+from workers.model import load_policy
+from workers.rollout import Trajectory, rollout
+
+
+@dataclass
+class StepResult:
+    """What one GRPO step reports."""
+
+    step: int
+    """1-based step number."""
+    metrics: dict[str, float]
+    """Figures keyed by ``correction.names``."""
+    distributions: dict[str, dict[str, Any]]
+    """Per-slice |log-ratio| histogram payloads keyed by ``names.dist(slice)``."""
+
+
+@dataclass
+class Rows:
+    """A step's rows laid out as (R, L) tensors, L = longest action."""
+
+    traj: torch.Tensor  # (R,) index of the row's trajectory
+    pos: torch.Tensor  # (R, L) position in the shifted log-prob array of each action token
+    mask: torch.Tensor  # (R, L) bool, True on action tokens
+    post_tool: torch.Tensor  # (R,) bool
+    logp_sampler: torch.Tensor  # (R, L)
+    adv: torch.Tensor  # (R,) the trajectory's advantage
+
+
+def group_advantages(rewards: torch.Tensor, group_size: int, eps: float) -> torch.Tensor:
+    """(N,) rewards ordered by group -> (N,) ``(r - mean) / (std + eps)`` within each group."""
+    r = rewards.view(-1, group_size)  # (groups, G)
+    adv = (r - r.mean(dim=1, keepdim=True)) / (r.std(dim=1, keepdim=True) + eps)  # (groups, G)
+    return adv.view(-1)
+
+
+def build_rows(trajs: list[Trajectory], adv: torch.Tensor) -> Rows:
+    """Lay out every row of every trajectory (log-prob position t predicts token t + 1)."""
+    flat = [
+        (i, row, lps)
+        for i, t in enumerate(trajs)
+        for row, lps in zip(t.rows, t.sampler_logps, strict=True)
+    ]
+    width = max(row.length for _, row, _ in flat)
+    r = len(flat)
+    pos = torch.zeros((r, width), dtype=torch.long)
+    mask = torch.zeros((r, width), dtype=torch.bool)
+    lps = torch.zeros((r, width))
+    for k, (_, row, lp) in enumerate(flat):
+        pos[k, : row.length] = torch.arange(row.start - 1, row.start - 1 + row.length)
+        mask[k, : row.length] = True
+        lps[k, : row.length] = torch.tensor(lp)
+    traj = torch.tensor([i for i, _, _ in flat])
+    post = torch.tensor([row.post_tool for _, row, _ in flat])
+    return Rows(traj, pos, mask, post, lps, adv[traj])
+
+
+def token_logps(
+    model: nn.Module, trajs: list[Trajectory], pad: int, temperature: float, device: torch.device
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Forward of whole trajectories -> (B, T-1) log-prob of each next token, (B, T-1) entropy."""
+    width = max(len(t.ids) for t in trajs)
+    ids = torch.full((len(trajs), width), pad, dtype=torch.long)
+    for i, t in enumerate(trajs):
+        ids[i, : len(t.ids)] = torch.tensor(t.ids)
+    lengths = torch.tensor([len(t.ids) for t in trajs])
+    attn = (torch.arange(width)[None] < lengths[:, None]).long()  # (B, T) right padding
+    ids, attn = ids.to(device), attn.to(device)
+    logits = (
+        model(input_ids=ids, attention_mask=attn).logits[:, :-1].float() / temperature
+    )  # (B, T-1, V)
+    logp_all = torch.log_softmax(logits, dim=-1)  # (B, T-1, V)
+    logp = logp_all.gather(-1, ids[:, 1:, None]).squeeze(-1)  # (B, T-1)
+    entropy = -(logp_all.exp() * logp_all).sum(-1)  # (B, T-1)
+    return logp, entropy
+
+
+def at_rows(full: torch.Tensor, rows: Rows, local: torch.Tensor | None = None) -> torch.Tensor:
+    """(B, T-1) per-trajectory values -> (R, L) per row token (0 off-mask)."""
+    traj = rows.traj if local is None else local
+    pos = rows.pos.clamp(max=full.shape[1] - 1)
+    return torch.where(rows.mask, full[traj[:, None], pos], 0.0)
+
+
+def subset(rows: Rows, sel: torch.Tensor) -> Rows:
+    """Rows selected by a (R,) bool mask."""
+    return Rows(
+        rows.traj[sel],
+        rows.pos[sel],
+        rows.mask[sel],
+        rows.post_tool[sel],
+        rows.logp_sampler[sel],
+        rows.adv[sel],
+    )
+
+
+def episode_metrics(trajs: list[Trajectory], cfg: RunConfig) -> dict[str, float]:
+    """Score, advantage degeneracy, lengths, turns, parse failures, success, tool calls."""
+    rewards = torch.tensor([t.reward for t in trajs])
+    groups = rewards.view(-1, cfg.group_size)
+    rows = [row for t in trajs for row in t.rows]
+    lengths = torch.tensor([row.length for row in rows], dtype=torch.float)
+    return {
+        N.SCORE_MEAN: rewards.mean().item(),
+        N.SCORE_STD: rewards.std().item(),
+        N.SCORE_MIN: rewards.min().item(),
+        N.SCORE_MAX: rewards.max().item(),
+        N.ZERO_ADV_FRAC: (groups == groups[:, :1]).all(dim=1).float().mean().item(),
+        N.RESPONSE_LENGTH_MEAN: lengths.mean().item(),
+        N.RESPONSE_LENGTH_MAX: lengths.max().item(),
+        N.CLIP_RATIO: sum(row.truncated for row in rows) / len(rows),
+        N.RESPONSE_BUDGET: float(cfg.token_budget),
+        N.NUM_TURNS: sum(len(t.rows) for t in trajs) / len(trajs),
+        N.PARSE_FAIL_FRAC: sum(not row.parsed for row in rows) / len(rows),
+        N.SUCCESS_RATE: sum(t.success for t in trajs) / len(trajs),
+        N.TOOL_CALLS: sum(t.tool_calls for t in trajs) / len(trajs),
+    }
+
+
+class Trainer:
+    """Trainer model (compressed forward), frozen reference, optimizer, correction strategy."""
+
+    def __init__(self, cfg: RunConfig, model: nn.Module, pad: int) -> None:
+        self.cfg, self.model, self.pad = cfg, model, pad
+        self.device = torch.device(cfg.device)
+        self.ref: nn.Module | None = None
+        if cfg.kl_coef > 0:
+            self.ref = copy.deepcopy(model).eval()
+            for p in self.ref.parameters():
+                p.requires_grad_(False)
+        codec = codecs.get(cfg.compression, **cfg.compression_kwargs)
+        if cfg.compression != "none":
+            for m in (model, self.ref):
+                if m is not None:
+                    codecs.attach(m, codec, cfg.compression_layers)
+        self.correct = strategies.get(cfg.correction, **cfg.correction_kwargs)
+        self.opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=0.0)
+
+    def logps(self, model: nn.Module, trajs: list[Trajectory]) -> tuple[torch.Tensor, torch.Tensor]:
+        return token_logps(model, trajs, self.pad, self.cfg.temperature, self.device)
+
+    def step(
+        self, trajs: list[Trajectory], rows: Rows, gen: torch.Generator
+    ) -> tuple[dict[str, float], dict[str, Any]]:
+        """Diagnostics, correction weights, then ``minibatches`` PPO-clip updates."""
+        cfg, dev = self.cfg, self.device
+        self.model.eval()
+        with torch.no_grad():
+            old_full, ent_full = self.logps(self.model, trajs)
+            old = at_rows(old_full, rows).cpu()  # (R, L) trainer log-probs before the update
+            ent = at_rows(ent_full, rows).cpu()
+            ref = (
+                at_rows(self.logps(self.ref, trajs)[0], rows).cpu()
+                if self.ref is not None
+                else None
+            )
+        ls, m = rows.logp_sampler, rows.mask
+        metrics = diagnostics.summarize(old, ls, m, post_tool=rows.post_tool)
+        dists = diagnostics.distributions(old, ls, m, post_tool=rows.post_tool)
+        weights, corr = self.correct(old, ls, m)  # (R, L) detached
+        metrics.update(corr)
+        metrics[N.ENTROPY] = (ent[m].mean()).item()
+
+        self.model.train()
+        order = torch.randperm(len(trajs), generator=gen)
+        sums = {"pg": 0.0, "kl": 0.0, "clip": 0.0, "gn": 0.0}
+        for chunk in order.chunk(cfg.minibatches):
+            sel_traj = torch.zeros(len(trajs), dtype=torch.bool)
+            sel_traj[chunk] = True
+            sel = sel_traj[rows.traj]  # (R,) rows of this minibatch
+            if not sel.any():
+                continue
+            sub = subset(rows, sel)
+            local = torch.full((len(trajs),), -1, dtype=torch.long)
+            local[chunk] = torch.arange(len(chunk))
+            mb_trajs = [trajs[int(i)] for i in chunk]
+            new = at_rows(
+                self.logps(self.model, mb_trajs)[0], sub, local[sub.traj].to(dev)
+            )  # (r, L)
+            mk = sub.mask.to(dev)
+            ratio = torch.exp(new - old[sel].to(dev))  # (r, L)
+            adv = sub.adv.to(dev)[:, None]  # (r, 1)
+            clipped = ratio.clamp(1 - cfg.clip_eps, 1 + cfg.clip_eps)
+            pg = -torch.minimum(ratio * adv, clipped * adv) * weights[sel].to(dev)  # (r, L)
+            n_tok = mk.sum().clamp_min(1)
+            loss = (pg * mk).sum() / n_tok
+            if ref is not None:
+                d = ref[sel].to(dev) - new  # (r, L)
+                k3 = torch.exp(d) - d - 1  # (r, L), >= 0
+                kl = (k3 * mk).sum() / n_tok
+                loss = loss + cfg.kl_coef * kl
+                sums["kl"] += kl.item() / cfg.minibatches
+            self.opt.zero_grad(set_to_none=True)
+            loss.backward()
+            max_norm = cfg.max_grad_norm if cfg.max_grad_norm is not None else float("inf")
+            sums["gn"] += (
+                float(nn.utils.clip_grad_norm_(self.model.parameters(), max_norm)) / cfg.minibatches
+            )
+            self.opt.step()
+            sums["pg"] += ((pg * mk).sum() / n_tok).item() / cfg.minibatches
+            out = ((ratio - clipped).abs() > 0) & mk
+            sums["clip"] += (out.sum() / n_tok).item() / cfg.minibatches
+        metrics.update(
+            {N.PG_LOSS: sums["pg"], N.PG_CLIPFRAC: sums["clip"], N.GRAD_NORM: sums["gn"]}
+        )
+        if ref is not None:
+            metrics[N.KL_TO_REF] = sums["kl"]
+        return metrics, dists
+
+
+def train(cfg: RunConfig) -> Iterator[StepResult]:
+    """Run ``cfg.steps`` GRPO steps, yielding one ``StepResult`` per step (step from 1)."""
+    if cfg.num_threads is not None:
+        torch.set_num_threads(cfg.num_threads)
+    if cfg.device.startswith("cuda") and not torch.cuda.is_available():
+        raise ValueError(
+            f"device {cfg.device!r} asked for but CUDA is not available; use device: cpu"
+        )
+    model, tokenizer = load_policy(cfg)
+    torch.manual_seed(cfg.seed)
+    env = envs.get(cfg.env, **cfg.env_kwargs)
+    sampler = samplers.make(cfg.sampler, model, tokenizer, cfg)  # before the codec: stays dense
+    pad = int(tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0)
+    trainer = Trainer(cfg, model, pad)
+    rng = random.Random(cfg.seed)
+    gen = torch.Generator().manual_seed(cfg.seed)
+    for step in range(1, cfg.steps + 1):
+        t0 = time.perf_counter()
+        tasks = [env.sample_task(rng) for _ in range(cfg.tasks_per_step)]
+        trajs = rollout(
+            env,
+            tasks,
+            cfg.group_size,
+            sampler,
+            tokenizer,
+            max_interactions=cfg.max_interactions,
+            token_budget=cfg.token_budget,
+            temperature=cfg.temperature,
+            seed=cfg.seed * 100_003 + step,
+        )
+        adv = group_advantages(torch.tensor([t.reward for t in trajs]), cfg.group_size, cfg.adv_eps)
+        rows = build_rows(trajs, adv)
+        metrics = episode_metrics(trajs, cfg)
+        train_metrics, dists = trainer.step(trajs, rows, gen)
+        metrics.update(train_metrics)
+        sampler.sync(model)
+        dt = time.perf_counter() - t0
+        n_tok = int(rows.mask.sum())
+        metrics[N.STEP_TIME] = dt
+        metrics[N.TOKENS_PER_S] = n_tok / dt
+        yield StepResult(step, metrics, dists)

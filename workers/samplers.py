@@ -1,0 +1,188 @@
+"""Samplers: the inference engine that chooses each token (never compressed).
+
+One interface (``Sampler``): ``generate(prompts, ...)`` returns, per prompt, the emitted
+token ids, the sampler's log-prob of each under the actual sampling distribution (after
+temperature), and why it stopped; ``sync(model)`` loads the trainer's updated weights.
+
+- ``torch``: a copy of the trainer's weights in ``sampler_dtype`` (bfloat16 by default, as
+  vLLM serves), batched generation with a KV cache, left padding, per-sequence stop at a
+  stop string, EOS or the token budget. Deterministic for a ``torch.Generator``.
+- ``vllm``: ``workers/vllm_sampler.py``, imported only when chosen (GPU, ``gpu`` extra).
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import torch
+from torch import nn
+
+DTYPE = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+@dataclass
+class Generation:
+    """One sampled action."""
+
+    ids: list[int]
+    """Emitted token ids (including a stop/EOS token)."""
+    logps: list[float]
+    """Sampler log-prob of each emitted token, after temperature."""
+    truncated: bool
+    """True when cut at the token budget (no stop string, no EOS)."""
+
+
+class Sampler(Protocol):
+    """What the GRPO loop needs from an inference engine."""
+
+    def generate(
+        self, prompts: list[list[int]], *, max_new_tokens: int, temperature: float, seed: int
+    ) -> list[Generation]:
+        """Sample one action per prompt (token ids of the whole history)."""
+        ...
+
+    def sync(self, model: nn.Module) -> None:
+        """Load the trainer's current weights."""
+        ...
+
+
+_REGISTRY: dict[str, Callable[..., Sampler]] = {}
+
+
+def register(name: str) -> Callable[[Callable[..., Sampler]], Callable[..., Sampler]]:
+    """Decorator: register a sampler factory ``(model, tokenizer, cfg) -> Sampler``."""
+
+    def deco(factory: Callable[..., Sampler]) -> Callable[..., Sampler]:
+        if name in _REGISTRY:
+            raise ValueError(f"sampler {name!r} is registered twice")
+        _REGISTRY[name] = factory
+        return factory
+
+    return deco
+
+
+def names() -> list[str]:
+    """Sorted names of the registered samplers."""
+    return sorted(_REGISTRY)
+
+
+def make(name: str, model: nn.Module, tokenizer: Any, cfg: Any) -> Sampler:
+    """Build sampler ``name`` for the trainer's ``model``."""
+    if name not in _REGISTRY:
+        raise ValueError(f"unknown sampler {name!r}; valid: {', '.join(names())}")
+    return _REGISTRY[name](model, tokenizer, cfg)
+
+
+class StopMatcher:
+    """Per-sequence stop detection on decoded text (works for any tokenizer)."""
+
+    def __init__(self, tokenizer: Any, stops: tuple[str, ...]) -> None:
+        self.tokenizer, self.stops = tokenizer, stops
+        self.keep = max(len(s) for s in stops) + 16
+        self._piece: dict[int, str] = {}
+
+    def piece(self, tok: int) -> str:
+        """Decoded text of one token id (cached)."""
+        if tok not in self._piece:
+            self._piece[tok] = self.tokenizer.decode([tok], skip_special_tokens=False)
+        return self._piece[tok]
+
+    def hit(self, tail: str) -> bool:
+        """Does ``tail`` contain a stop string?"""
+        return any(s in tail for s in self.stops)
+
+
+class TorchSampler:
+    """Dense forward of a ``sampler_dtype`` copy of the trainer's weights, with a KV cache.
+
+    Built from the trainer's model BEFORE a codec is attached to it, so the copy is dense.
+    """
+
+    def __init__(self, model: nn.Module, tokenizer: Any, cfg: Any) -> None:
+        from workers.rollout import STOP_STRINGS
+
+        self.device = torch.device(cfg.device)
+        self.model = (
+            copy.deepcopy(model).to(device=self.device, dtype=DTYPE[cfg.sampler_dtype]).eval()
+        )
+        for p in self.model.parameters():
+            p.requires_grad_(False)
+        self.pad = int(tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0)
+        self.eos = tokenizer.eos_token_id
+        self.stop = StopMatcher(tokenizer, STOP_STRINGS)
+
+    def sync(self, model: nn.Module) -> None:
+        """Copy the trainer's weights in (cast to this sampler's dtype)."""
+        with torch.no_grad():
+            for dst, src in zip(self.model.parameters(), model.parameters(), strict=True):
+                dst.copy_(src)
+
+    @torch.no_grad()
+    def generate(
+        self, prompts: list[list[int]], *, max_new_tokens: int, temperature: float, seed: int
+    ) -> list[Generation]:
+        """Batched sampling; each sequence stops at a stop string, EOS or the budget."""
+        gen = torch.Generator(device=self.device).manual_seed(seed)
+        b, width = len(prompts), max(len(p) for p in prompts)
+        ids = torch.full((b, width), self.pad, dtype=torch.long)
+        attn = torch.zeros((b, width), dtype=torch.long)
+        for i, p in enumerate(prompts):  # left padding
+            ids[i, width - len(p) :] = torch.tensor(p)
+            attn[i, width - len(p) :] = 1
+        ids, attn = ids.to(self.device), attn.to(self.device)
+        pos = (attn.cumsum(-1) - 1).clamp_min(0)  # (B, W)
+        out = self.model(input_ids=ids, attention_mask=attn, position_ids=pos, use_cache=True)
+        cache = out.cache if hasattr(out, "cache") else out.past_key_values
+        logits = out.logits[:, -1]  # (B, V)
+        emitted: list[list[int]] = [[] for _ in range(b)]
+        logps: list[list[float]] = [[] for _ in range(b)]
+        tails = [""] * b
+        alive = [True] * b
+        next_pos = pos[:, -1:] + 1  # (B, 1)
+        for _ in range(max_new_tokens):
+            lp = torch.log_softmax(logits.float() / temperature, dim=-1)  # (B, V)
+            tok = torch.multinomial(lp.exp(), 1, generator=gen)  # (B, 1)
+            tok_lp = lp.gather(-1, tok)  # (B, 1)
+            for i in range(b):
+                if not alive[i]:
+                    continue
+                t = int(tok[i, 0])
+                emitted[i].append(t)
+                logps[i].append(float(tok_lp[i, 0]))
+                tails[i] = (tails[i] + self.stop.piece(t))[-self.stop.keep :]
+                if t == self.eos or self.stop.hit(tails[i]):
+                    alive[i] = False
+            if not any(alive):
+                break
+            attn = torch.cat(
+                [attn, torch.ones((b, 1), dtype=attn.dtype, device=self.device)], dim=1
+            )
+            out = self.model(
+                input_ids=tok,
+                attention_mask=attn,
+                position_ids=next_pos,
+                cache=cache,
+                use_cache=True,
+            )
+            cache = out.cache if hasattr(out, "cache") else out.past_key_values
+            logits = out.logits[:, -1]
+            next_pos = next_pos + 1
+        return [
+            Generation(e, lp, truncated=alive[i])
+            for i, (e, lp) in enumerate(zip(emitted, logps, strict=True))
+        ]
+
+
+@register("torch")
+def _torch(model: nn.Module, tokenizer: Any, cfg: Any) -> Sampler:
+    return TorchSampler(model, tokenizer, cfg)
+
+
+@register("vllm")
+def _vllm(model: nn.Module, tokenizer: Any, cfg: Any) -> Sampler:
+    from workers.vllm_sampler import VLLMSampler  # GPU only; the `gpu` extra
+
+    return VLLMSampler(model, tokenizer, cfg)
