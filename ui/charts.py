@@ -39,7 +39,7 @@ def line_chart(
     stops: Sequence[StopMark] = (),
     color_by: str = "run",
     dash_by: str | None = None,
-) -> alt.LayerChart:
+) -> alt.LayerChart | alt.FacetChart:
     """Lines of ``value`` over ``step`` per ``color_by`` (and ``dash_by``) with hover tooltips.
 
     ``df`` has columns step, value, run (+ the dash column). Non-finite values are NaN

@@ -61,7 +61,9 @@ def display_url(url: str) -> str:
 
 
 def sqlite_path(url: str) -> Path | None:
-    """The file behind a SQLite URL, None for other backends; bad URL -> UIError."""
+    """The file behind a SQLite URL (or a bare path), None for other backends."""
+    if "://" not in url:
+        return Path(url)
     try:
         u = make_url(url)
     except ArgumentError as exc:

@@ -39,7 +39,7 @@ RUNS = [
     ),
     run(6, seed=2, pair_key="s2", correction="tis", status="failed", error="boom", last_step=3),
 ]
-LATEST = {
+LATEST: dict[int, dict[str, float | None]] = {
     1: {names.SCORE_MEAN: 0.5, names.PROBS_DIFF_MEAN: 0.006},
     2: {names.SCORE_MEAN: -0.1, names.PROBS_DIFF_MEAN: 0.6},
     3: {names.SCORE_MEAN: 0.3, names.PROBS_DIFF_MEAN: None},

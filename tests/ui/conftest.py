@@ -1,0 +1,143 @@
+"""A small synthetic sweep in a real SQLite store, written through the store's ingest API.
+
+Two seeds; per seed a dense control and compressed treatments. Seed 1's ``q2 + none``
+treatment collapses and is stopped at step 6 by ``score_collapse`` (with a
+``gap_vs_control`` warning at step 1); seed 2's ``q2 + icepop`` fails at step 3; seed 2's
+``q2 + tis`` has NaN and inf values. Every run stores the figures the compare page draws
+and |log-ratio| distributions at every second step.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from correction import names
+from store import open_store
+
+STEPS = 12
+BUDGET = 64
+
+
+@dataclass(frozen=True)
+class Filled:
+    url: str
+    sweep_id: int
+    ids: dict[str, int]
+    """Run ids by a short name: c1, t1_none, t1_tis, c2, t2_tis, t2_icepop."""
+
+
+def _payload(scale: float) -> dict[str, Any]:
+    keys = list(range(-40, 40, 4))
+    upper = [scale * math.exp(0.1 * k) for k in keys]
+    counts = [1 + (k + 40) // 4 for k in keys]
+    return {"scheme": "logbucket:test", "keys": keys, "counts": counts, "upper": upper}
+
+
+def _metrics(
+    step: int, gap: float, score: float, length: float, tail_growth: float
+) -> dict[str, float]:
+    m = {
+        names.SCORE_MEAN: score,
+        names.PROBS_DIFF_MEAN: gap,
+        names.PROBS_DIFF_MAX: min(1.0, gap * 3),
+        names.ABS_LOG_RATIO_MEAN: gap * 4,
+        names.RESPONSE_LENGTH_MEAN: length,
+        names.RESPONSE_BUDGET: float(BUDGET),
+        names.CLIP_RATIO: min(1.0, length / BUDGET),
+        names.ZERO_ADV_FRAC: 0.1,
+        names.tail("text", "p95"): 0.5 * gap * 10,
+        names.tail("post_tool", "p95"): gap * 10 * (1 + tail_growth * step),
+        names.ess("text"): 0.9,
+        names.ess("post_tool"): max(0.05, 0.9 - tail_growth * step * 0.1),
+    }
+    return m
+
+
+def fill(url: str) -> Filled:
+    st = open_store(url)
+    sid = st.ensure_sweep("ui-test", "name: ui-test\n")
+    ids: dict[str, int] = {}
+    specs = [
+        ("c1", 1, "control", "none", "none"),
+        ("t1_none", 1, "treatment", "q2", "none"),
+        ("t1_tis", 1, "treatment", "q2", "tis"),
+        ("c2", 2, "control", "none", "none"),
+        ("t2_tis", 2, "treatment", "q2", "tis"),
+        ("t2_icepop", 2, "treatment", "q2", "icepop"),
+    ]
+    for key, seed, role, codec, corr in specs:
+        ids[key] = st.ensure_run(
+            sid, key, role=role, pair_key=f"seed{seed}", seed=seed, compression=codec,
+            correction=corr, config={"steps": STEPS, "seed": seed, "lr": 1e-4},
+        )  # fmt: skip
+    for key, rid in ids.items():
+        last = {"t1_none": 6, "t2_icepop": 3}.get(key, STEPS)
+        dense = key.startswith("c")
+        rows = []
+        for step in range(1, last + 1):
+            gap = 0.006 if dense else 0.3
+            score = 0.3 + 0.02 * step
+            length = 20.0
+            growth = 0.0
+            if key == "t1_none":
+                score = 0.5 - 0.15 * step
+                length = min(BUDGET, 20.0 + 10 * step)
+                growth = 0.5
+            m = _metrics(step, gap, score, length, growth)
+            if key == "t2_tis" and step in (4, 5):
+                m[names.PROBS_DIFF_MEAN] = float("nan")
+                m[names.ABS_LOG_RATIO_MEAN] = float("inf")
+            dists = {}
+            if step % 2 == 1 or step == last:
+                dists = {
+                    names.dist(s): _payload(
+                        gap * (1 + growth * step) * (2 if s == "post_tool" else 1)
+                    )
+                    for s in names.SLICES
+                }
+            rows.append((step, m, dists))
+        st.write_steps(rid, rows)
+    st.write_decision(
+        ids["t1_none"], 1, "gap_vs_control", "warn", {"ratio": 50.0, "control_gap": 0.006}
+    )
+    st.write_decision(
+        ids["t1_none"], 6, "score_collapse", "stop", {"score": -0.4, "below_zero_for": 3}
+    )
+    st.set_run_status(ids["t1_none"], "stopped", stop_rule="score_collapse", stop_step=6)
+    st.set_run_status(ids["t2_icepop"], "failed", error="RuntimeError: worker died at step 3")
+    for key in ("c1", "t1_tis", "c2", "t2_tis"):
+        st.set_run_status(ids[key], "completed")
+    st.set_sweep_status(sid, "completed")
+    st.close()
+    return Filled(url, sid, ids)
+
+
+@pytest.fixture(scope="session")
+def filled(tmp_path_factory: pytest.TempPathFactory) -> Filled:
+    path = tmp_path_factory.mktemp("uistore") / "ui.db"
+    return fill(f"sqlite:///{path}")
+
+
+@pytest.fixture(scope="session")
+def empty_url(tmp_path_factory: pytest.TempPathFactory) -> str:
+    path = tmp_path_factory.mktemp("uiempty") / "empty.db"
+    url = f"sqlite:///{path}"
+    open_store(url).close()
+    return url
+
+
+@pytest.fixture(scope="session")
+def filler() -> Any:
+    """The :func:`fill` function itself (test modules cannot import conftest by name)."""
+    return fill
+
+
+@pytest.fixture()
+def missing_url(tmp_path: Path) -> Iterator[str]:
+    yield f"sqlite:///{tmp_path / 'nothing-here.db'}"

@@ -1,0 +1,251 @@
+"""Every page rendered by Streamlit's AppTest over a real SQLite store (see conftest.py)."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from streamlit.testing.v1 import AppTest
+
+import ui
+from ui import source
+from ui.source import ENV_URL
+
+STEPS = 12  # as tests/ui/conftest.py writes
+Filled = Any
+
+
+APP = str(Path(ui.__file__).with_name("app.py"))
+
+
+def render(
+    monkeypatch: pytest.MonkeyPatch, url: str, page: str | None = None, **params: Any
+) -> AppTest:
+    monkeypatch.setenv(ENV_URL, url)
+    at = AppTest.from_file(APP, default_timeout=30)
+    for k, v in params.items():
+        at.query_params[k] = str(v)
+    at.run()
+    if page:
+        at.switch_page(page)
+        for k, v in params.items():
+            at.query_params[k] = str(v)
+        at.run()
+    return at
+
+
+def texts(at: AppTest) -> str:
+    """All text the page shows: markdown, captions, alerts, titles, expander labels."""
+    parts: list[str] = []
+    for kind in ("markdown", "caption", "error", "warning", "info", "title", "subheader"):
+        parts += [str(e.value) for e in getattr(at, kind)]
+    parts += [str(e.label) for e in at.expander]
+    return "\n".join(parts)
+
+
+def frames_text(at: AppTest) -> str:
+    return "\n".join(df.value.to_string() for df in at.dataframe)
+
+
+def charts(at: AppTest) -> int:
+    return len(at.get("vega_lite_chart"))
+
+
+def chart_data(at: AppTest) -> str:
+    """Every chart's spec plus the text of every dataset behind it (Arrow-decoded)."""
+    out = []
+    for c in at.get("vega_lite_chart"):
+        out.append(str(c.proto.spec))
+        for d in c.proto.datasets:
+            out.append(pa.ipc.open_stream(d.data.data).read_all().to_pandas().to_string())
+    return "\n".join(out)
+
+
+def no_exception(at: AppTest) -> None:
+    assert not at.exception, [e.value for e in at.exception]
+    assert "this page failed" not in texts(at), texts(at)
+
+
+def test_sweeps_page_lists_the_sweep_with_counts(
+    monkeypatch: pytest.MonkeyPatch, filled: Filled
+) -> None:
+    at = render(monkeypatch, filled.url)
+    no_exception(at)
+    table = at.dataframe[0].value.set_index("name")
+    assert table.loc["ui-test", "runs"] == 6
+    assert table.loc["ui-test", "stopped"] == 1 and table.loc["ui-test", "failed"] == 1
+    assert table.loc["ui-test", "completed"] == 4
+
+
+def test_sweep_page_runs_leaderboard_decisions(
+    monkeypatch: pytest.MonkeyPatch, filled: Filled
+) -> None:
+    at = render(monkeypatch, filled.url, "views/sweep.py", sweep=filled.sweep_id)
+    no_exception(at)
+    runs = at.dataframe[0].value
+    assert set(runs["id"]) == set(filled.ids.values())
+    stopped = runs.set_index("id").loc[filled.ids["t1_none"]]
+    assert stopped["stop rule"] == "score_collapse" and stopped["stop step"] == 6
+    assert stopped["budget"] == STEPS
+    board = at.dataframe[1].value.set_index("strategy")
+    assert board.index[0] == "dense control"
+    assert board.loc["q2 + none", "collapsed"] == "1/1"
+    assert board.loc["q2 + icepop", "collapsed"] == "1/1"
+    assert board.loc["q2 + none", "gap vs control"] == pytest.approx(50.0, rel=1e-6)
+    saved = {m.label: m.value for m in at.metric}
+    assert saved["steps saved by early stopping"] == str(STEPS - 6)
+    assert "worker died at step 3" in texts(at)
+    decisions = at.dataframe[2].value
+    assert set(decisions["rule"]) == {"gap_vs_control", "score_collapse"}
+
+
+def test_sweep_page_filters_and_sort_restore_from_url(
+    monkeypatch: pytest.MonkeyPatch, filled: Filled
+) -> None:
+    at = render(
+        monkeypatch, filled.url, "views/sweep.py",
+        sweep=filled.sweep_id, status="completed", sort="last score", desc="1",
+    )  # fmt: skip
+    no_exception(at)
+    runs = at.dataframe[0].value
+    assert set(runs["status"]) == {"completed"} and len(runs) == 4
+    scores = [s for s in runs["last score"] if s == s]
+    assert scores == sorted(scores, reverse=True)
+    assert at.multiselect(key="f_status").value == ["completed"]
+    # a widget change goes back into the URL
+    at.multiselect(key="f_status").set_value(["stopped"]).run()
+    assert at.query_params["status"] in ("stopped", ["stopped"])
+    assert list(at.dataframe[0].value["id"]) == [filled.ids["t1_none"]]
+
+
+def test_compare_pair_draws_every_figure_and_ecdfs(
+    monkeypatch: pytest.MonkeyPatch, filled: Filled
+) -> None:
+    pair = f"{filled.ids['t1_none']},{filled.ids['c1']}"
+    at = render(monkeypatch, filled.url, "views/compare.py", runs=pair)
+    no_exception(at)
+    assert at.multiselect(key="pick_runs").value == [filled.ids["t1_none"], filled.ids["c1"]]
+    # six figures + one ECDF chart per slice
+    assert charts(at) == 8
+    specs = chart_data(at)
+    assert "score_collapse" in specs  # the stop rule's label on the stop rule line
+    assert "budget 64" in specs and "zero" in specs
+    ecdf = at.multiselect(key="ecdf_steps").value
+    assert ecdf == [1, 7, 12]  # first, middle, last of the steps either run stored
+
+
+def test_compare_restores_log_points_and_ecdf_steps(
+    monkeypatch: pytest.MonkeyPatch, filled: Filled
+) -> None:
+    at = render(
+        monkeypatch, filled.url, "views/compare.py",
+        runs=filled.ids["c1"], log="1", points="40", ecdf="3,9",
+    )  # fmt: skip
+    no_exception(at)
+    assert at.toggle[0].value is True
+    assert at.number_input[0].value == 40
+    assert at.multiselect(key="ecdf_steps").value == [3, 9]
+    specs = chart_data(at)
+    assert '"log"' in specs
+    at.toggle[0].set_value(False).run()
+    assert "log" not in at.query_params
+
+
+def test_compare_flags_nan_and_inf(monkeypatch: pytest.MonkeyPatch, filled: Filled) -> None:
+    at = render(monkeypatch, filled.url, "views/compare.py", runs=filled.ids["t2_tis"])
+    no_exception(at)
+    assert "not finite" in texts(at)
+    nan_table = at.dataframe[-1].value
+    assert set(nan_table["flag"]) == {"nan", "inf"}
+    assert set(nan_table["steps"]) == {"4, 5"}
+
+
+def test_compare_without_runs_and_with_unknown_runs(
+    monkeypatch: pytest.MonkeyPatch, filled: Filled
+) -> None:
+    at = render(monkeypatch, filled.url, "views/compare.py")
+    no_exception(at)
+    assert "Pick runs above" in texts(at)
+    at = render(monkeypatch, filled.url, "views/compare.py", runs="999,abc")
+    no_exception(at)
+    assert "runs 999" in texts(at)
+
+
+def test_run_page_shows_decisions_metrics_config(
+    monkeypatch: pytest.MonkeyPatch, filled: Filled
+) -> None:
+    at = render(monkeypatch, filled.url, "views/run.py", run=filled.ids["t1_none"], q="tail/")
+    no_exception(at)
+    t = texts(at)
+    assert "stopped at step 6 by rule **score_collapse**" in t
+    assert "step 6: stop by score_collapse" in t and "step 1: warn by gap_vs_control" in t
+    metrics = at.dataframe[0].value
+    assert set(metrics["metric"]) == {
+        "tail/abs_log_ratio/post_tool/p95",
+        "tail/abs_log_ratio/text/p95",
+    }
+    assert any('"lr"' in str(j.value) or "lr" in str(j.value) for j in at.json)
+    assert charts(at) == 2  # score and gap charted by default
+
+
+def test_failed_run_page_says_why(monkeypatch: pytest.MonkeyPatch, filled: Filled) -> None:
+    at = render(monkeypatch, filled.url, "views/run.py", run=filled.ids["t2_icepop"])
+    no_exception(at)
+    assert "this run failed: RuntimeError: worker died at step 3" in texts(at)
+
+
+def test_unknown_run_is_one_line(monkeypatch: pytest.MonkeyPatch, filled: Filled) -> None:
+    at = render(monkeypatch, filled.url, "views/run.py", run=424242)
+    no_exception(at)
+    assert [e.value for e in at.error] == [
+        "run 424242 is not in the store; pick one from the sweep page"
+    ]
+
+
+def test_empty_store_pages(monkeypatch: pytest.MonkeyPatch, empty_url: str) -> None:
+    at = render(monkeypatch, empty_url)
+    no_exception(at)
+    assert "holds no sweep yet" in texts(at)
+    at = render(monkeypatch, empty_url, "views/sweep.py", sweep=1)
+    no_exception(at)
+    assert "holds no sweep yet" in texts(at)
+
+
+def test_missing_database_is_one_clear_line(
+    monkeypatch: pytest.MonkeyPatch, missing_url: str
+) -> None:
+    at = render(monkeypatch, missing_url)
+    no_exception(at)
+    assert len(at.error) == 1 and "no store database at" in at.error[0].value
+    assert not Path(missing_url.removeprefix("sqlite:///")).exists()  # nothing created
+
+
+def test_database_vanishing_under_the_page(
+    monkeypatch: pytest.MonkeyPatch, filled: Filled, tmp_path: Path
+) -> None:
+    db = tmp_path / "copy.db"
+    shutil.copy(filled.url.removeprefix("sqlite:///"), db)
+    url = f"sqlite:///{db}"
+    at = render(monkeypatch, url, "views/sweep.py", sweep=filled.sweep_id)
+    no_exception(at)
+    db.unlink()
+    source.sweeps.clear()  # as the cache's TTL would expire
+    at.run()
+    no_exception(at)
+    assert any("no store database at" in e.value for e in at.error)
+
+
+def test_in_memory_url_refused() -> None:
+    with pytest.raises(source.UIError, match="in-memory"):
+        source.check_database("sqlite://")
+
+
+def test_fill_is_repeatable(tmp_path: Path, filler: Any) -> None:
+    # the fixture's writer is idempotent: filling twice keeps one sweep and six runs
+    url = f"sqlite:///{tmp_path / 'twice.db'}"
+    a = filler(url)
+    b = filler(url)
+    assert a.ids == b.ids
