@@ -46,18 +46,18 @@ class _Strict(BaseModel):
 class Budgets(_Strict):
     """Per-trajectory limits of the agentic environment."""
 
-    tokens_per_interaction: int = Field(64, gt=0)
+    tokens_per_interaction: int = Field(default=64, gt=0)
     """Per-interaction token budget: an action cut here is unparseable (-0.1)."""
-    max_interactions: int = Field(3, gt=0, le=50)
+    max_interactions: int = Field(default=3, gt=0, le=50)
     """Most interactions (tool calls + final answer) per trajectory."""
 
 
 class Resources(_Strict):
     """What one trial asks Ray for."""
 
-    cpus: float = Field(1.0, gt=0)
+    cpus: float = Field(default=1.0, gt=0)
     """CPU cores per trial (torch in the trial uses this many threads)."""
-    gpus: float = Field(0.0, ge=0)
+    gpus: float = Field(default=0.0, ge=0)
     """GPU fraction per trial (0.5 puts two trials on one GPU)."""
 
 
@@ -133,11 +133,11 @@ class SweepConfig(_Strict):
     """One pair of runs (control + treatments) per seed."""
     steps: int = Field(gt=0)
     """GRPO steps per trial (the budget each trial may use)."""
-    batch_size: int = Field(8, gt=0)
+    batch_size: int = Field(default=8, gt=0)
     """Tasks drawn per step."""
-    group_size: int = Field(4, gt=1)
+    group_size: int = Field(default=4, gt=1)
     """Trajectories per task (GRPO's G)."""
-    budgets: Budgets = Budgets()
+    budgets: Budgets = Field(default_factory=Budgets)
     compression: list[Compression] = Field(min_length=1)
     """Compressed-trainer settings; each is crossed with every correction."""
     correction: list[Correction] = Field(min_length=1)
@@ -150,7 +150,7 @@ class SweepConfig(_Strict):
     """Store URL; ``--db`` wins, else this, else ``$GAPWATCH_DB_URL``, else SQLite."""
     ray_address: str | None = None
     """Ray cluster to join (``auto`` or host:port); ``--address`` wins; None: local Ray."""
-    resources: Resources = Resources()
+    resources: Resources = Field(default_factory=Resources)
     worker: dict[str, Any] = Field(default_factory=dict)
     """Extra ``workers.RunConfig`` fields (lr, sampler, kl_coef, ...), validated by it."""
 

@@ -35,6 +35,7 @@ from orchestrator.tune_parts import (
     ProgressTable,
     Recorder,
     SweepState,
+    console,
     render_table,
     trainable,
 )
@@ -207,9 +208,7 @@ def execute_sweep(
 
 def print_summary(cfg: SweepConfig, out: SweepOutcome) -> None:
     """One line per trial and the compute used against the budget."""
-    from rich.console import Console
-
-    con = Console()
+    con = console()
     con.print(render_table(out.state, f"sweep {cfg.name}: {out.status}", cfg.steps))
     stopped = [r for r in out.state.rows.values() if r.status == "stopped"]
     failed = [r for r in out.state.rows.values() if r.status == "failed"]

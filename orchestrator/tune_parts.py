@@ -34,6 +34,7 @@ from ray.tune import Callback, Stopper
 from correction import names
 
 if TYPE_CHECKING:
+    from rich.console import Console
     from rich.live import Live
     from rich.table import Table
 
@@ -173,8 +174,9 @@ class Monitor(Stopper):
         step = int(result[STEP_KEY])
         hist = self.history[key]
         # A trial restarted from scratch re-sends early steps: its history starts over
-        while hist and hist[-1]["step"] >= step:
-            hist.pop()
+        if hist and hist[-1]["step"] >= step:
+            del hist[:]
+            self._sent = {m for m in self._sent if m[0] != key}
         hist.append({"step": step, **result.get(METRICS_KEY, {})})
         if not self.stopping:
             return False
@@ -353,6 +355,12 @@ class Recorder(Callback):
         row.stop_rule = row.stop_step = row.error = None
         run_id = self._run_id(key)
         assert run_id is not None
+        # A trial (re)starts from step 1: what an earlier attempt stored goes, so a shorter
+        # rerun leaves no stale tail and nothing is counted twice
+        self._steps.pop(key, None)
+        self._decisions.pop(key, None)
+        if self.store.run(run_id).last_step is not None:
+            self.store.delete_run_data(run_id)
         self.store.set_run_status(run_id, "running")
 
     def on_trial_result(
@@ -415,6 +423,14 @@ _STATUS_STYLE = {
 }
 
 
+def console() -> Console:
+    """stdout; a file or pipe gets a wide fixed width so the table is not squeezed."""
+    from rich.console import Console
+
+    c = Console()
+    return c if c.is_terminal else Console(width=160)
+
+
 def render_table(state: SweepState, title: str, total_steps: int) -> Table:
     """The status board as a rich table (also the final summary)."""
     from rich.table import Table
@@ -468,7 +484,7 @@ class ProgressTable(Callback):
         if self._live is None:
             from rich.live import Live
 
-            self._live = Live(table, auto_refresh=False, transient=True)
+            self._live = Live(table, console=console(), auto_refresh=False, transient=True)
             self._live.start()
         self._live.update(table, refresh=True)
 
