@@ -30,6 +30,7 @@ cross-worker aggregation (merge the sketches outside), I/O.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 import torch
@@ -120,7 +121,7 @@ def distributions(
     *,
     post_tool: Tensorish | None = None,
     alpha: float = 0.01,
-) -> dict[str, dict[str, object]]:
+) -> dict[str, dict[str, Any]]:
     """``{names.dist(slice): payload}`` of |log-ratio| per slice (empty slices omitted)."""
     sk = sketches(logp_trainer, logp_sampler, mask, post_tool=post_tool, alpha=alpha)
     return {N.dist(s): v.to_payload() for s, v in sk.items() if v.count > 0}
