@@ -142,7 +142,7 @@ def _evidence(ev: dict[str, Any]) -> str:
 
 
 def _print(res: ReplayResult, log: MetricsLog, control: MetricsLog | None, rs: R.RuleSet) -> None:
-    con = Console(highlight=False)
+    con = Console(highlight=False, soft_wrap=True)
     steps = [r["step"] for r in log.rows]
     con.print(
         f"replay of [bold]{log.path}[/] ({log.format}, {len(steps)} steps, "

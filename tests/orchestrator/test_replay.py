@@ -1,0 +1,247 @@
+"""gapwatch replay: log formats (flat JSONL, verl file logger, CSV), merging, skipped
+rules, selection/config, clear one-line errors; the real CLI in a subprocess."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from correction import names as N
+from orchestrator import rules
+from orchestrator.logs import LogError, read_log
+from orchestrator.replay import replay, replay_cli, ruleset_for
+
+ROOT = Path(__file__).resolve().parents[2]
+LOGS = ROOT / "examples" / "logs"
+GAPWATCH = str(Path(sys.executable).with_name("gapwatch"))
+
+
+def cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [GAPWATCH, "replay", *args], capture_output=True, text=True, cwd=ROOT, timeout=60
+    )
+
+
+def write(tmp: Path, name: str, text: str) -> Path:
+    p = tmp / name
+    p.write_text(text)
+    return p
+
+
+def jsonl(rows: list[dict[str, Any]]) -> str:
+    return "".join(json.dumps(r) + "\n" for r in rows)
+
+
+# --- the real CLI ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("suffix", [".jsonl", ".verl.jsonl", ".csv"])
+def test_cli_json_on_every_format(suffix: str) -> None:
+    r = cli(
+        str(LOGS / f"seed_compressed{suffix}"),
+        "--control",
+        str(LOGS / "seed_dense.jsonl"),
+        "--json",
+    )
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)  # exactly one JSON object on stdout
+    assert set(out) == {"stopped", "rule", "step", "decisions", "skipped_rules"}
+    assert out["stopped"] is True and out["skipped_rules"] == []
+    # DESIGN.md's seed: score below zero at step 6 -> stopped no later than step 8
+    assert out["step"] <= 8 and out["rule"] in rules.names()
+    first_stop = next(d for d in out["decisions"] if d["action"] == "stop")
+    assert (first_stop["rule"], first_stop["step"]) == (out["rule"], out["step"])
+    for d in out["decisions"]:
+        assert set(d) == {"step", "rule", "action", "evidence"} and d["action"] in ("warn", "stop")
+    assert out["decisions"][0]["rule"] == "gap_vs_control" and out["decisions"][0]["step"] == 1
+
+
+def test_cli_text_verdicts(capsys: Any) -> None:
+    r = cli(str(LOGS / "seed_compressed.jsonl"), "--control", str(LOGS / "seed_dense.csv"))
+    assert r.returncode == 0, r.stderr
+    assert "verdict: would stop at step 5 by length_runaway: clip_ratio=0.97" in r.stdout
+    assert "score_collapse" in r.stdout and "gap_vs_control" in r.stdout
+    # the same command in-process, for the no-stop verdict
+    dense = LOGS / "seed_dense.verl.jsonl"
+    assert replay_cli(dense, control=None, rules=None, config=None, as_json=False) == 0
+    out = capsys.readouterr().out
+    assert "verdict: no rule would stop this run" in out
+    assert "skipped gap_vs_control: needs the control's log (--control)" in out
+
+
+def test_cli_malformed_line_is_one_error_line(tmp_path: Path) -> None:
+    p = write(tmp_path, "bad.jsonl", '{"step": 1, "critic/score/mean": 0.5}\n\n{"step": 2, oops}\n')
+    r = cli(str(p))
+    assert r.returncode == 2
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error:"), r.stderr
+    assert "line 3" in lines[0] and str(p) in lines[0]
+    assert "Traceback" not in r.stderr and r.stdout == ""
+
+
+def test_unknown_rule_lists_valid_ones() -> None:
+    with pytest.raises(ValueError, match="unknown rule 'nope'; valid rules: constant_advantage"):
+        replay_cli(
+            LOGS / "seed_dense.jsonl",
+            control=None,
+            rules="score_collapse,nope",
+            config=None,
+            as_json=True,
+        )
+
+
+# --- reading logs ------------------------------------------------------------------------
+
+
+def test_steps_merge_across_lines_and_sort(tmp_path: Path) -> None:
+    p = write(
+        tmp_path,
+        "run.jsonl",
+        jsonl(
+            [
+                {"step": 3, N.SCORE_MEAN: 0.3},
+                {"step": 1, N.SCORE_MEAN: 0.1},
+                {"step": 2, N.SCORE_MEAN: 0.2, N.CLIP_RATIO: 0.0},
+                {"step": 1, N.CLIP_RATIO: 0.5, N.SCORE_MEAN: 0.15},
+            ]
+        ),
+    )
+    log = read_log(p)
+    assert log.format == "jsonl"
+    assert log.rows == [
+        {"step": 1, N.SCORE_MEAN: 0.15, N.CLIP_RATIO: 0.5},
+        {"step": 2, N.SCORE_MEAN: 0.2, N.CLIP_RATIO: 0.0},
+        {"step": 3, N.SCORE_MEAN: 0.3},
+    ]
+
+
+def test_verl_file_logger_form(tmp_path: Path) -> None:
+    text = jsonl(
+        [
+            {"step": 2, "elapsed_seconds": 9.0, "data": {N.SCORE_MEAN: -0.1, "note": "str"}},
+            {"step": 1, "data": {N.SCORE_MEAN: 0.5, "hist": [1, 2], N.ENTROPY: None}},
+        ]
+    )
+    log = read_log(write(tmp_path, "verl.jsonl", text))
+    assert log.format == "verl"
+    assert log.rows == [{"step": 1, N.SCORE_MEAN: 0.5}, {"step": 2, N.SCORE_MEAN: -0.1}]
+    assert log.ignored == {"note", "hist", N.ENTROPY}
+
+
+def test_csv_with_or_without_header_nan_kept(tmp_path: Path) -> None:
+    body = (
+        f"2,{N.SCORE_MEAN},0.2\n1,{N.SCORE_MEAN},nan\n\n1,{N.CLIP_RATIO},0.1\n2,{N.CLIP_RATIO},\n"
+    )
+    for text in ("step,name,value\n" + body, body):
+        log = read_log(write(tmp_path, "run.csv", text))
+        assert [r["step"] for r in log.rows] == [1, 2]
+        assert (
+            log.rows[0][N.CLIP_RATIO] == 0.1
+            and log.rows[0][N.SCORE_MEAN] != log.rows[0][N.SCORE_MEAN]
+        )
+        assert N.CLIP_RATIO not in log.rows[1]
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "match"),
+    [
+        ("a.jsonl", '{"step": 1}\n[1, 2]\n', "line 2: expected a JSON object"),
+        ("a.jsonl", '{"step": 1}\n{"score": 1}\n', 'line 2: no "step" key'),
+        ("a.jsonl", '{"step": 1.5, "x": 1}\n', "line 1: step 1.5 is not an integer"),
+        ("a.jsonl", '{"step": true, "x": 1}\n', 'line 1: needs an integer "step"'),
+        ("a.jsonl", '{"step": 1}\n{"step": 2,\n', "line 2: not valid JSON"),
+        ("a.csv", "step,name,value\n1,x\n", "line 2: expected 3 columns"),
+        ("a.csv", "step,name,value\none,x,1\n", "line 2: step 'one' is not a number"),
+        ("a.csv", "1,x,high\n", "line 1: value 'high' of 'x' is not a number"),
+        ("a.csv", "1,,0.5\n", "line 1: empty metric name"),
+        ("a.log", "hello world\n", "cannot tell the format"),
+        ("a.jsonl", "\n\n", "is empty"),
+    ],
+)
+def test_bad_logs_name_the_line(tmp_path: Path, name: str, text: str, match: str) -> None:
+    with pytest.raises(LogError, match=match):
+        read_log(write(tmp_path, name, text))
+
+
+def test_missing_file_or_directory(tmp_path: Path) -> None:
+    with pytest.raises(LogError, match="does not exist"):
+        read_log(tmp_path / "none.jsonl")
+    with pytest.raises(LogError, match="is not a file"):
+        read_log(tmp_path)
+
+
+# --- replay semantics --------------------------------------------------------------------
+
+
+def test_rules_the_log_cannot_feed_are_skipped_and_named(tmp_path: Path, capsys: Any) -> None:
+    rows = [{"step": s, N.SCORE_MEAN: 0.5 if s < 5 else -0.1} for s in range(1, 9)]
+    p = write(tmp_path, "score_only.jsonl", jsonl(rows))
+    assert replay_cli(p, control=None, rules=None, config=None, as_json=True) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["skipped_rules"] == [n for n in rules.names() if n != "score_collapse"]
+    assert (out["rule"], out["step"]) == ("score_collapse", 6)
+    assert replay_cli(p, control=None, rules=None, config=None, as_json=False) == 0
+    text = capsys.readouterr().out
+    assert f"skipped ess_collapse: log lacks {N.ess('post_tool')} or {N.IS_ESS}" in text
+    assert f"skipped gap_vs_control: log lacks {N.PROBS_DIFF_MEAN} or" in text
+
+
+def test_each_rule_listed_when_it_trips_again_not_every_step() -> None:
+    scores = [0.5, 0.5, 0.5, -0.1, -0.1, -0.1, -0.1, 0.5, 0.5, -0.1, -0.1, -0.1]
+    hist = [{"step": i + 1, N.SCORE_MEAN: s} for i, s in enumerate(scores)]
+    res = replay(hist, None, rules.build().select(["score_collapse"]))
+    assert [(d.rule, d.step) for d in res.decisions] == [
+        ("score_collapse", 5),
+        ("score_collapse", 11),
+    ]
+    assert res.stop is not None and res.stop.step == 5
+
+
+def test_replay_matches_the_monitor_step_by_step() -> None:
+    comp = read_log(LOGS / "seed_compressed.jsonl").rows
+    dense = read_log(LOGS / "seed_dense.jsonl").rows
+    rs = rules.build()
+    res = replay(comp, dense, rs)
+    monitor = next(
+        d
+        for i in range(len(comp))
+        if (d := rs.first_stop(comp[: i + 1], [c for c in dense if c["step"] <= comp[i]["step"]]))
+    )
+    assert res.stop == monitor
+    assert replay(dense, None, rs).stop is None
+
+
+def test_rules_and_config_selection(tmp_path: Path, capsys: Any) -> None:
+    cfg = write(
+        tmp_path,
+        "sweep.yaml",
+        "name: x\nrules:\n  length_runaway:\n    enabled: false\n  score_collapse:\n    k: 3\n",
+    )
+    log = LOGS / "seed_compressed.jsonl"
+    replay_cli(log, control=None, rules=None, config=cfg, as_json=True)
+    out = json.loads(capsys.readouterr().out)
+    assert "length_runaway" not in {d["rule"] for d in out["decisions"]}
+    sc = next(d for d in out["decisions"] if d["rule"] == "score_collapse")
+    assert (sc["step"], sc["evidence"]["k"]) == (8, 3)
+    # --rules picks a rule the config disabled, keeping the config's thresholds elsewhere
+    rs = ruleset_for("length_runaway,score_collapse", cfg)
+    assert rs.names() == ["length_runaway", "score_collapse"]
+    assert rs.rules[1].params()["k"] == 3
+    assert ruleset_for(None, write(tmp_path, "empty.yaml", "name: x\n")).names() == rules.names()
+    for text, match in [
+        ("rules: [a, b]\n", "must map rule names"),
+        ("rules:\n  nope: {}\n", "unknown rule 'nope'"),
+        ("- 1\n", "must be a YAML mapping"),
+        ("rules: {a: [}\n", "is not valid YAML"),
+    ]:
+        with pytest.raises(ValueError, match=match):
+            ruleset_for(None, write(tmp_path, "bad.yaml", text))
+    with pytest.raises(ValueError, match="--rules is empty"):
+        ruleset_for(" , ", None)
+    with pytest.raises(ValueError, match="does not exist"):
+        ruleset_for(None, tmp_path / "none.yaml")
