@@ -64,17 +64,21 @@ def _quiet_ray_env() -> None:
     os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
     os.environ.setdefault("TUNE_MAX_PENDING_TRIALS_PG", "1")
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    os.environ.setdefault("TUNE_PRINT_ALL_TRIAL_ERRORS", "0")  # the table shows them
     for name in ("ray", "ray.tune", "ray.train", "ray.air"):
         logging.getLogger(name).setLevel(logging.ERROR)
 
 
-def init_ray(address: str | None) -> None:
-    """Start a local Ray with this machine's cores, or join ``address`` (auto | host:port)."""
+def init_ray(address: str | None) -> bool:
+    """Start a local Ray with this machine's cores, or join ``address`` (auto | host:port).
+
+    Returns False where Ray was already initialised in this process (the caller's Ray).
+    """
     import ray
 
     _quiet_ray_env()
     if ray.is_initialized():
-        return
+        return False
     common: dict[str, Any] = {
         "log_to_driver": False,
         "logging_level": logging.ERROR,
@@ -88,9 +92,10 @@ def init_ray(address: str | None) -> None:
             include_dashboard=False,
             **common,
         )
-        return
+        return True
     try:
         ray.init(address=address, **common)
+        return True
     except (ConnectionError, ValueError, RuntimeError) as exc:
         raise GapwatchError(
             f"cannot join the Ray cluster at {address!r}: {' '.join(str(exc).split())[:300]} "
@@ -177,7 +182,7 @@ def execute_sweep(
     st.set_sweep_status(sweep_id, "running")
     status = "completed"
     if todo:
-        init_ray(address or cfg.ray_address)
+        started = init_ray(address or cfg.ray_address)
         recorder = Recorder(url, sweep_id, state)
         monitor = Monitor(cfg.rules, state, recorder, stopping=cfg.stopping)
         callbacks: list[Any] = [recorder]
@@ -190,6 +195,10 @@ def execute_sweep(
             if table is not None:
                 table.close()
             recorder.flush()
+            if started:
+                import ray
+
+                ray.shutdown()
         if any(state.rows[s.trial_key].status in ("pending", "running") for s in todo):
             status = "interrupted"
         elif all(state.rows[s.trial_key].status == "failed" for s in todo):

@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -232,20 +233,27 @@ class Monitor(Stopper):
 # --- Recorder --------------------------------------------------------------------------
 
 
+_ANSI = re.compile(r"\x1b\[[0-9;]*m|\[[0-9;]*m")
+
+
 def _error_line(trial: Any) -> str:
     """The last meaningful line of a trial's error (e.g. ``RuntimeError: boom``)."""
-    text: str | None = None
-    try:
-        text = trial.get_error()
-    except Exception:  # noqa: BLE001 - reading Tune's error file is best effort
-        text = None
+    text = ""
+    path = getattr(trial, "error_file", None)
+    if path and os.path.exists(path):
+        with open(path, errors="replace") as f:
+            text = f.read()
     if not text:
-        text = getattr(trial, "error_msg", None) or "trial failed (Ray gave no error text)"
-    lines = [ln.strip() for ln in str(text).splitlines() if ln.strip()]
+        try:
+            text = trial.get_error() or ""
+        except Exception:  # noqa: BLE001 - reading Tune's error file is best effort
+            text = ""
+    lines = [_ANSI.sub("", ln).strip() for ln in str(text).splitlines()]
+    lines = [ln for ln in lines if ln and not ln.startswith(("Failure #", "File ", "^", "~"))]
     for ln in reversed(lines):
-        if ":" in ln and not ln.startswith(("File ", "^", "~")):
+        if re.match(r"^[\w.]+(Error|Exception|Interrupt|Exit)\b.*:", ln):
             return ln[:500]
-    return (lines[-1] if lines else "trial failed")[:500]
+    return (lines[-1] if lines else "trial failed (Ray gave no error text)")[:500]
 
 
 class Recorder(Callback):
