@@ -78,8 +78,7 @@ def check_sqlite_file(u: URL, *, read_only: bool) -> None:
         return
     if not path.parent.exists():
         raise StoreError(
-            f"directory {path.parent} for the store {path} does not exist: "
-            f"create it (mkdir -p {path.parent}) or {_HOW}"
+            f"directory {path.parent} does not exist: create it (mkdir -p {path.parent}) or {_HOW}"
         )
     if not path.exists() or path.stat().st_size == 0:
         if read_only:
@@ -105,7 +104,11 @@ def make_engine(u: URL, *, read_only: bool) -> Engine:
         return _sqlite_engine(u, read_only=read_only)
     args: dict[str, Any] = {"connect_timeout": 5}
     if read_only:
-        args["options"] = "-c default_transaction_read_only=on"
+        # Keep any libpq options the URL carries (e.g. a search_path) and add ours.
+        given = u.query.get("options", ())
+        given = (given,) if isinstance(given, str) else tuple(given)
+        args["options"] = " ".join((*given, "-c default_transaction_read_only=on"))
+        u = u.difference_update_query(["options"])
     return create_engine(u, connect_args=args, pool_pre_ping=True)
 
 

@@ -1,0 +1,172 @@
+"""Schema migrations and the errors of opening a store, on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import sqlite3
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+from alembic.autogenerate import compare_metadata
+from alembic.migration import MigrationContext
+from sqlalchemy import create_engine, inspect, text
+
+from store import StoreError, open_store
+from store import engine as eng
+from store.schema import Base
+
+
+def _engine(url: str):  # type: ignore[no-untyped-def]
+    return eng.make_engine(eng.resolve_url(url), read_only=False)
+
+
+def test_two_real_revisions_ship_in_the_package() -> None:
+    revs, head = eng.known_revisions()
+    assert revs == ["0001", "0002"] and head == "0002"
+    assert (eng.MIGRATIONS_DIR / "env.py").exists()
+
+
+def test_empty_database_is_upgraded_to_head(store_url: str) -> None:
+    with open_store(store_url) as st:
+        assert st.revision() == "0002"
+        tables = set(inspect(st.engine).get_table_names())
+    assert {"sweeps", "runs", "metrics", "metric_names", "distributions", "decisions"} <= tables
+    with open_store(store_url) as st:  # a second open is a no-op
+        assert st.revision() == "0002"
+
+
+def test_orm_schema_matches_the_migrations(store_url: str) -> None:
+    with open_store(store_url) as st, st.engine.connect() as conn:
+        diff = compare_metadata(MigrationContext.configure(conn), Base.metadata)
+    assert diff == []
+
+
+def test_database_at_previous_revision_is_upgraded_and_keeps_its_data(store_url: str) -> None:
+    engine = _engine(store_url)
+    eng.upgrade(engine, "0001")
+    now = datetime.now(UTC)
+    with engine.begin() as conn:
+        assert eng.current_revision(conn) == "0001"
+        conn.execute(
+            text(
+                "INSERT INTO sweeps (id, name, config_text, created, status) "
+                "VALUES (1, 'old', 'cfg', :t, 'completed')"
+            ),
+            {"t": now},
+        )
+        conn.execute(
+            text(
+                "INSERT INTO runs (id, sweep_id, trial_id, role, pair_key, seed, compression,"
+                " correction, config_json, status, started) VALUES (1, 1, 't', 'control',"
+                " 'p', 0, 'none', 'none', '{}', 'completed', :t)"
+            ),
+            {"t": now},
+        )
+        conn.execute(text("INSERT INTO metric_names (id, name) VALUES (1, 'critic/score/mean')"))
+        conn.execute(
+            text(
+                "INSERT INTO metrics (run_id, name_id, step, value) VALUES "
+                "(1, 1, 1, 0.5), (1, 1, 2, NULL), (1, 1, 9, 0.7)"
+            )
+        )
+    engine.dispose()
+
+    with open_store(store_url) as st:
+        assert st.revision() == "0002"
+        assert [s.name for s in st.sweeps()] == ["old"]
+        assert st.run(1).last_step == 9  # backfilled by 0002
+        assert [(p.step, p.value, p.flag) for p in st.series([1], ["critic/score/mean"])] == [
+            (1, 0.5, None),
+            (2, None, None),
+            (9, 0.7, None),
+        ]
+        st.write_steps(1, [(10, {"critic/score/mean": float("nan")}, {})])
+        assert st.series([1], ["critic/score/mean"])[-1].flag == "nan"
+
+
+def test_read_only_open_refuses_an_old_schema(store_url: str) -> None:
+    engine = _engine(store_url)
+    eng.upgrade(engine, "0001")
+    engine.dispose()
+    with pytest.raises(StoreError, match=r"older than '0002': run `gapwatch db upgrade"):
+        open_store(store_url, read_only=True)
+
+
+def test_newer_unknown_revision_is_refused(store_url: str) -> None:
+    open_store(store_url).close()
+    engine = _engine(store_url)
+    with engine.begin() as conn:
+        conn.execute(text("UPDATE alembic_version SET version_num = '0099'"))
+    engine.dispose()
+    with pytest.raises(StoreError, match=r"revision '0099', which this gapwatch does not know"):
+        open_store(store_url)
+
+
+def test_foreign_sqlite_file_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "other.db"
+    with sqlite3.connect(path) as c:
+        c.execute("CREATE TABLE customers (id INTEGER PRIMARY KEY)")
+    for ro in (False, True):
+        with pytest.raises(
+            StoreError, match=r"holds tables that are not a gapwatch store \(customers\)"
+        ):
+            open_store(f"sqlite:///{path}", read_only=ro)
+    with sqlite3.connect(path) as c:  # untouched
+        names = [r[0] for r in c.execute("SELECT name FROM sqlite_master WHERE type='table'")]
+    assert names == ["customers"]
+
+
+def test_corrupt_file_is_refused(tmp_path: Path) -> None:
+    junk = tmp_path / "junk.db"
+    junk.write_bytes(b"this is not a database at all\n" * 100)
+    with pytest.raises(StoreError, match="is not a SQLite database"):
+        open_store(f"sqlite:///{junk}")
+    # a real SQLite header over garbage pages: SQLite itself reports it
+    bad = tmp_path / "bad.db"
+    with sqlite3.connect(bad) as c:
+        c.execute("CREATE TABLE t (x)")
+    data = bytearray(bad.read_bytes())
+    data[100:] = b"\xff" * (len(data) - 100)
+    bad.write_bytes(bytes(data))
+    with pytest.raises(StoreError, match="not a readable SQLite database|not a SQLite database"):
+        open_store(str(bad))
+
+
+def test_missing_directory_and_bad_urls(tmp_path: Path) -> None:
+    with pytest.raises(StoreError, match=r"directory .*nope does not exist: create it"):
+        open_store(f"sqlite:///{tmp_path / 'nope' / 'g.db'}")
+    with pytest.raises(StoreError, match="unsupported store URL scheme 'mysql'"):
+        open_store("mysql://u@h/db")
+    with pytest.raises(StoreError, match="no gapwatch store at"):
+        open_store(str(tmp_path / "missing.db"), read_only=True)
+    assert not (tmp_path / "missing.db").exists()
+
+
+def test_unreachable_postgresql_is_one_clear_line() -> None:
+    with pytest.raises(StoreError) as info:
+        open_store("postgresql://root@127.0.0.1:1/test")
+    msg = str(info.value)
+    assert msg.startswith("cannot connect to postgresql+psycopg://root@127.0.0.1:1/test")
+    assert "is the server running? check --db / GAPWATCH_DB_URL" in msg and "\n" not in msg
+
+
+def test_url_resolution(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(eng.ENV_VAR, raising=False)
+    assert eng.display(eng.resolve_url(None)) == "sqlite+pysqlite:///./gapwatch.db"
+    monkeypatch.setenv(eng.ENV_VAR, "postgresql://u:secret@h:5433/d")
+    u = eng.resolve_url(None)
+    assert u.drivername == "postgresql+psycopg" and "secret" not in eng.display(u)
+    assert eng.display(u) == "postgresql+psycopg://u:***@h:5433/d"
+    assert eng.resolve_url("x/y.db").database == "x/y.db"
+
+
+def test_sqlite_pragmas(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'p.db'}"
+    with open_store(url) as st, st.engine.connect() as conn:
+        assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
+        assert conn.exec_driver_sql("PRAGMA foreign_keys").scalar() == 1
+        assert conn.exec_driver_sql("PRAGMA busy_timeout").scalar() == eng.BUSY_TIMEOUT_MS
+    raw = create_engine(url)
+    with raw.connect() as conn:  # WAL persists in the file for every later opener
+        assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
+    raw.dispose()
