@@ -23,9 +23,6 @@ pages = [
 page = st.navigation(pages, position="top")
 
 url = source.db_url()
-with st.sidebar:
-    st.caption("gapwatch store")
-    st.code(source.display_url(url), language=None)
 try:
     source.check_database(url)
 except source.UIError as exc:
@@ -33,3 +30,4 @@ except source.UIError as exc:
     st.stop()
 
 page.run()
+st.caption(f"store: `{source.display_url(url)}` (read-only)")

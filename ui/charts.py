@@ -17,7 +17,8 @@ from dataclasses import dataclass
 import altair as alt
 import pandas as pd
 
-HEIGHT = 240
+HEIGHT = 260
+PALETTE = "tableau10"
 
 
 @dataclass(frozen=True)
@@ -50,7 +51,12 @@ def line_chart(
     if log:
         data = data[data["value"] > 0]
     scale = alt.Scale(type="log") if log else alt.Scale(zero=False)
-    enc_color = alt.Color(f"{color_by}:N", title=color_by, legend=alt.Legend(orient="bottom"))
+    enc_color = alt.Color(
+        f"{color_by}:N",
+        title=color_by,
+        scale=alt.Scale(scheme=PALETTE),
+        legend=alt.Legend(orient="right", labelLimit=180),
+    )
     tooltip = [
         alt.Tooltip(f"{color_by}:N"),
         alt.Tooltip("step:Q"),
@@ -114,14 +120,19 @@ def ecdf_chart(df: pd.DataFrame, *, title: str) -> alt.Chart:
     ``df`` has columns value, cdf, run, step (a label such as ``"step 12"``).
     """
     data = df[df["value"] > 0]
+    labels = sorted(data["step"].unique(), key=lambda s: int(str(s).split()[-1]))
     return (
         alt.Chart(data)
         .mark_line(interpolate="step-after", strokeWidth=1.6)
         .encode(
             x=alt.X("value:Q", title="|log-ratio|", scale=alt.Scale(type="log")),
             y=alt.Y("cdf:Q", title="fraction of tokens <= x", scale=alt.Scale(domain=[0, 1])),
-            color=alt.Color("run:N", legend=alt.Legend(orient="bottom")),
-            strokeDash=alt.StrokeDash("step:N", title="step"),
+            color=alt.Color(
+                "run:N",
+                scale=alt.Scale(scheme=PALETTE),
+                legend=alt.Legend(orient="right", labelLimit=180),
+            ),
+            strokeDash=alt.StrokeDash("step:N", title="step", sort=labels),
             tooltip=[
                 alt.Tooltip("run:N"),
                 alt.Tooltip("step:N"),
@@ -131,3 +142,31 @@ def ecdf_chart(df: pd.DataFrame, *, title: str) -> alt.Chart:
         )
         .properties(title=title, height=HEIGHT)
     )
+
+
+def outcome_chart(df: pd.DataFrame) -> alt.Chart:
+    """One point per run: final score against mean gap (log x), colour = strategy,
+    shape = status; the zero score line drawn. ``df``: run, strategy, status, score, gap.
+    """
+    data = df.dropna(subset=["score", "gap"])
+    data = data[data["gap"] > 0]
+    points = (
+        alt.Chart(data)
+        .mark_point(size=80, filled=True, opacity=0.85)
+        .encode(
+            x=alt.X("gap:Q", title="mean probability gap", scale=alt.Scale(type="log")),
+            y=alt.Y("score:Q", title="final score"),
+            color=alt.Color(
+                "strategy:N", scale=alt.Scale(scheme=PALETTE),
+                legend=alt.Legend(orient="right", labelLimit=180),
+            ),
+            shape=alt.Shape("status:N"),
+            tooltip=[
+                alt.Tooltip("run:N"), alt.Tooltip("strategy:N"), alt.Tooltip("status:N"),
+                alt.Tooltip("score:Q", format=".3f"), alt.Tooltip("gap:Q", format=".4g"),
+            ],
+        )
+    )  # fmt: skip
+    zero = alt.Chart(pd.DataFrame({"y": [0.0]})).mark_rule(strokeDash=[4, 3], color="#555")
+    layered = alt.layer(points, zero.encode(y="y:Q"))
+    return layered.properties(title="Final score vs mean gap, one point per run", height=HEIGHT)

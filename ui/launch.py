@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from ui.source import DEFAULT_URL, ENV_URL, UIError, check_database
+from ui.locate import DEFAULT_URL, ENV_URL, UIError, check_database
 
 APP = Path(__file__).with_name("app.py")
 
@@ -37,7 +37,7 @@ def check(db_url: str) -> None:
     from store import StoreError, open_store
 
     try:
-        open_store(db_url, read_only=True)
+        open_store(db_url, read_only=True).close()
     except StoreError as exc:
         raise UIError(str(exc)) from exc
 

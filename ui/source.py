@@ -3,105 +3,33 @@
 Every page reads through these functions. Each query is cached with a short time to
 live (``TTL_S``) so a page over a running sweep shows new steps within seconds while
 repeated reruns (a widget change, an auto-refresh) do not hit the database again. Rows
-come back as plain dicts / pandas frames (``ui.data`` shapes them further).
-
-The database URL comes from ``$GAPWATCH_UI_DB_URL`` (set by ``ui.launch.serve``), else
-``--db URL`` after ``--`` on the ``streamlit run`` line, else ``$GAPWATCH_DB_URL``, else
-``sqlite:///./gapwatch.db``, as the rest of gapwatch does.
+come back as plain dicts / pandas frames (``ui.data`` shapes them further). Which
+database is served is ``ui.locate``'s business.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
-import os
-import sys
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 import pandas as pd
 import streamlit as st
-from sqlalchemy.engine import make_url
-from sqlalchemy.exc import ArgumentError
 
 from ui import data
+from ui.locate import DEFAULT_URL, ENV_URL, UIError, check_database, db_url, display_url
 
-ENV_URL = "GAPWATCH_UI_DB_URL"
-"""Environment variable ``ui.launch.serve`` passes the store URL in."""
-DEFAULT_URL = "sqlite:///./gapwatch.db"
+__all__ = ["DEFAULT_URL", "ENV_URL", "UIError", "check_database", "db_url", "display_url"]
+
 TTL_S = 5.0
 """Seconds a cached query answer stays fresh."""
-
-
-class UIError(Exception):
-    """A problem the user can fix (no database, bad URL, bad link), said in one line."""
-
-
-def db_url() -> str:
-    """The store URL this UI process serves (see the module docstring for the order)."""
-    url = os.environ.get(ENV_URL)
-    if url:
-        return url
-    argv = sys.argv[1:]
-    for i, arg in enumerate(argv):
-        if arg == "--db" and i + 1 < len(argv):
-            return argv[i + 1]
-        if arg.startswith("--db="):
-            return arg.split("=", 1)[1]
-    return os.environ.get("GAPWATCH_DB_URL") or DEFAULT_URL
-
-
-def display_url(url: str) -> str:
-    """``url`` with any password masked, for showing in the page."""
-    try:
-        return make_url(url).render_as_string(hide_password=True)
-    except ArgumentError:
-        return url
-
-
-def sqlite_path(url: str) -> Path | None:
-    """The file behind a SQLite URL (or a bare path), None for other backends."""
-    if "://" not in url:
-        return Path(url)
-    try:
-        u = make_url(url)
-    except ArgumentError as exc:
-        raise UIError(
-            f"cannot read store URL {url!r}: use sqlite:///path.db or "
-            "postgresql+psycopg://user@host/db"
-        ) from exc
-    if not u.drivername.startswith("sqlite"):
-        return None
-    if not u.database or u.database == ":memory:":
-        raise UIError(
-            f"store URL {url!r} names an in-memory SQLite database, which the UI cannot "
-            "share with the process that wrote it; pass a file: sqlite:///path.db"
-        )
-    return Path(u.database)
-
-
-def check_database(url: str) -> None:
-    """Raise UIError (one line) unless ``url`` names a database that exists.
-
-    A SQLite file that does not exist is refused before anything creates it: the UI
-    only reads, so an empty new file would hide a mistyped path.
-    """
-    path = sqlite_path(url)
-    if path is not None and not path.is_file():
-        raise UIError(
-            f"no store database at {path.resolve()}: run `gapwatch sweep` to create one, "
-            "or pass the right one with --db URL"
-        )
 
 
 def _open(url: str) -> Any:
     from store import open_store
 
-    try:
-        return open_store(url, read_only=True)
-    except TypeError:  # a store without the read_only flag: plain open
-        return open_store(url)
+    return open_store(url, read_only=True)
 
 
 @st.cache_resource(show_spinner=False)

@@ -22,12 +22,11 @@ DEFAULT_POINTS = 500
 
 @dataclass(frozen=True)
 class Figure:
-    """One chart: its metrics (several = one line per metric and run, dashed by slice)."""
+    # One chart: its metrics (several = one line per metric and run, dashed by slice).
 
     title: str
     y_title: str
-    metrics: tuple[tuple[str, str], ...]
-    """(metric name, label of the line family)."""
+    metrics: tuple[tuple[str, str], ...]  # (metric name, label of the line family)
     log_ok: bool = True
     zero_line: bool = False
     budget_line: bool = False

@@ -16,8 +16,7 @@ import streamlit as st
 from correction import names
 from ui import charts, data, nav, source
 
-TREND_POINTS = 60
-"""Points per metric in the table's trend column."""
+TREND_POINTS = 60  # points per metric in the table's trend column
 CHART_POINTS = 1000
 
 

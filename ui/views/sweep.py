@@ -14,13 +14,12 @@ import pandas as pd
 import streamlit as st
 
 from correction import names
-from ui import data, nav, source
+from ui import charts, data, nav, source
 
-GAP_POINTS = 200
-"""Points per run behind the leaderboard's mean gap (downsampled in the database)."""
+GAP_POINTS = 200  # points per run behind the leaderboard's mean gap (downsampled in SQL)
 
 
-def pick_sweep(url: str) -> dict[str, Any] | None:
+def pick_sweep(url: str, where: Any) -> dict[str, Any] | None:
     sweeps = source.sweeps(url)
     if not sweeps:
         st.info("The store holds no sweep yet. Start one with `gapwatch sweep`.")
@@ -31,7 +30,7 @@ def pick_sweep(url: str) -> dict[str, Any] | None:
         st.warning(f"sweep {wanted} is not in the store; pick one below")
         wanted = None
     ids = list(by_id)
-    chosen = st.selectbox(
+    chosen = where.selectbox(
         "sweep",
         ids,
         index=ids.index(wanted) if wanted is not None else 0,
@@ -119,6 +118,15 @@ def leaderboard_section(url: str, run_rows: list[dict[str, Any]], table: pd.Data
     gaps = source.series(url, ids, (names.PROBS_DIFF_MEAN,), GAP_POINTS, ())
     mean_gap = gaps.groupby("run_id")["value"].mean().to_dict() if not gaps.empty else {}
     board = data.leaderboard(table, mean_gap)
+    outcome = pd.DataFrame(
+        {
+            "run": table["run"],
+            "strategy": [data.strategy_of(r) for r in run_rows],
+            "status": table["status"],
+            "score": table["last score"],
+            "gap": [mean_gap.get(int(i)) for i in table["id"]],
+        }
+    )
     st.dataframe(
         board,
         hide_index=True,
@@ -136,6 +144,10 @@ def leaderboard_section(url: str, run_rows: list[dict[str, Any]], table: pd.Data
         f"mean gap = mean `{names.PROBS_DIFF_MEAN}` over the run "
         f"(at most {GAP_POINTS} points per run, downsampled in the database)."
     )
+    if outcome.dropna(subset=["score", "gap"]).empty:
+        st.caption("No run has both a final score and a gap yet.")
+    else:
+        st.altair_chart(charts.outcome_chart(outcome), width="stretch")
 
 
 def decisions_section(url: str, sweep_id: int, run_rows: list[dict[str, Any]]) -> None:
@@ -167,12 +179,13 @@ def decisions_section(url: str, sweep_id: int, run_rows: list[dict[str, Any]]) -
 def body() -> None:
     url = source.db_url()
     source.store()
-    sweep = pick_sweep(url)
+    head, picker = st.columns([3, 1], vertical_alignment="bottom")
+    sweep = pick_sweep(url, picker)
     if sweep is None:
         return
     sweep_id = int(sweep["id"])
     run_rows = source.runs(url, sweep_id)
-    st.title(f"Sweep {sweep['name']}")
+    head.title(f"Sweep {sweep['name']}")
     st.caption(f"status {sweep.get('status')} · created {sweep.get('created')}")
     if not run_rows:
         st.info("This sweep has no run recorded yet.")
