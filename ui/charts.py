@@ -13,12 +13,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Final
 
 import altair as alt
 import pandas as pd
 
 HEIGHT = 260
-PALETTE = "tableau10"
+PALETTE: Final = "tableau10"
 
 
 @dataclass(frozen=True)
@@ -144,7 +145,7 @@ def ecdf_chart(df: pd.DataFrame, *, title: str) -> alt.Chart:
     )
 
 
-def outcome_chart(df: pd.DataFrame) -> alt.Chart:
+def outcome_chart(df: pd.DataFrame) -> alt.LayerChart | alt.FacetChart:
     """One point per run: final score against mean gap (log x), colour = strategy,
     shape = status; the zero score line drawn. ``df``: run, strategy, status, score, gap.
     """

@@ -13,6 +13,7 @@ import argparse
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from ui import data
 from ui.browser import VIEWPORT, BrowserError, chromium, load
@@ -32,7 +33,7 @@ def pick_pair(db_url: str) -> list[int]:
 
     check(db_url)
     st = open_store(db_url, read_only=True)
-    runs = [
+    runs: list[dict[str, Any]] = [
         {"id": r.id, "role": r.role, "pair_key": r.pair_key, "status": r.status} for r in st.runs()
     ]
     st.close()
