@@ -39,30 +39,183 @@ from correction import names as N
 from correction.sketch import LogSketch
 from correction.strategies import LOG_CLAMP, Tensorish, prepare
 
-__all__ = ["distributions", "sketches", "summarize", "TAIL_Q"]
+__all__ = ["analyze", "distributions", "payloads", "sketches", "summarize", "TAIL_Q"]
 
 TAIL_Q: dict[str, float] = {"p50": 0.50, "p95": 0.95, "p99": 0.99, "max": 1.0}
 """Quantile level of each tail name in ``correction.names.QUANTILES``."""
 
 
-def _slice_masks(m: torch.Tensor, post_tool: Tensorish | None) -> tuple[torch.Tensor, torch.Tensor]:
-    """(B, T) bool masks of valid text and valid post-tool tokens."""
-    if post_tool is None:
-        return m, torch.zeros_like(m)
-    p = (
-        post_tool.detach()
-        if isinstance(post_tool, torch.Tensor)
-        else torch.from_numpy(np.asarray(post_tool))
-    )
-    p = p.to(device=m.device, dtype=torch.bool)
-    if p.dim() == 1 and p.shape[0] == m.shape[0]:
-        p = p.unsqueeze(-1).expand_as(m)  # (B,) -> (B, T)
-    elif tuple(p.shape) != tuple(m.shape):
-        raise ValueError(
-            f"post_tool must be (B, T) = {tuple(m.shape)} or (B,) = ({m.shape[0]},), "
-            f"got {tuple(p.shape)}"
+class _Slices:
+    """Slice labels for per-slice sums of (B, T) quantities that are 0 off-mask.
+
+    Per-row labels ((B,) or None) need one row-sum pass per quantity; per-token labels
+    need a sum and a dot product. ``post`` is the (B,) or (B, T) float 0/1 label of
+    valid post-tool tokens/rows.
+    """
+
+    def __init__(self, m: torch.Tensor, post_tool: Tensorish | None, dt: torch.dtype) -> None:
+        B, T = m.shape
+        self.m = m
+        self.row: torch.Tensor | None = None  # (B,) float 0/1, per-row labels
+        self.tok: torch.Tensor | None = None  # (B, T) float 0/1 on valid post tokens
+        if post_tool is None:
+            self.row = torch.zeros(B, dtype=dt, device=m.device)
+            return
+        p = (
+            post_tool.detach()
+            if isinstance(post_tool, torch.Tensor)
+            else torch.from_numpy(np.asarray(post_tool))
         )
-    return m & ~p, m & p
+        p = p.to(device=m.device, dtype=torch.bool)
+        if p.dim() == 1 and p.shape[0] == B:
+            self.row = p.to(dt)
+        elif tuple(p.shape) == (B, T):
+            self.tok = (p & m).to(dt)
+        else:
+            raise ValueError(
+                f"post_tool must be (B, T) = {(B, T)} or (B,) = ({B},), got {tuple(p.shape)}"
+            )
+
+    def sums(self, x: torch.Tensor) -> torch.Tensor:
+        """(2,) [text, post_tool] sums of x (B, T), x being 0 off-mask."""
+        if self.row is not None:
+            r = x.sum(-1)  # (B,)
+            post = torch.dot(r, self.row)
+            return torch.stack([r.sum() - post, post])
+        assert self.tok is not None
+        tot = x.sum()
+        post = torch.dot(x.reshape(-1), self.tok.reshape(-1))
+        return torch.stack([tot - post, post])
+
+    def sq_sums(self, x: torch.Tensor) -> torch.Tensor:
+        """(2,) [text, post_tool] sums of x**2 (B, T), x being 0 off-mask."""
+        if self.row is not None:
+            r = torch.linalg.vecdot(x, x)  # (B,)
+            post = torch.dot(r, self.row)
+            return torch.stack([r.sum() - post, post])
+        assert self.tok is not None
+        flat = x.reshape(-1)
+        tot = torch.dot(flat, flat)
+        post = torch.dot(flat * self.tok.reshape(-1), flat)
+        return torch.stack([tot - post, post])
+
+    def row_sums(self, x: torch.Tensor) -> torch.Tensor:
+        """(B, 2) per-row [text, post_tool] sums of x (B, T), 0 off-mask."""
+        r = x.sum(-1)  # (B,)
+        if self.row is not None:
+            post = r * self.row
+        else:
+            assert self.tok is not None
+            post = (x * self.tok).sum(-1)
+        return torch.stack([r - post, post], dim=-1)
+
+    def maxes(self, x: torch.Tensor) -> torch.Tensor:
+        """(2,) [text, post_tool] max of x (B, T) >= 0, 0 off-mask (0 for an empty slice)."""
+        if self.row is not None:
+            r = x.amax(-1)  # (B,)
+            post = (r * self.row).amax()
+            return torch.stack([torch.where(self.row > 0, 0.0, r).amax(), post])
+        assert self.tok is not None
+        post_mask = self.tok > 0
+        return torch.stack(
+            [torch.where(post_mask, 0.0, x).amax(), torch.where(post_mask, x, 0.0).amax()]
+        )
+
+    def segment(self) -> torch.Tensor:
+        """(B, 1) or (B, T) float: 0 for text, 1 for post-tool (invalid tokens: text)."""
+        if self.row is not None:
+            return self.row.unsqueeze(-1)
+        assert self.tok is not None
+        return self.tok
+
+
+def analyze(
+    logp_trainer: Tensorish,
+    logp_sampler: Tensorish,
+    mask: Tensorish | None = None,
+    *,
+    post_tool: Tensorish | None = None,
+    alpha: float = 0.01,
+) -> tuple[dict[str, float], dict[N.Slice, LogSketch]]:
+    """:func:`summarize`'s figures and both slices' sketches from one shared pass.
+
+    Args as in :func:`summarize`. Returns ``(stats, {slice: LogSketch})``; a worker that
+    reports both the figures and the distributions calls this once.
+    """
+    lt, ls, m = prepare(logp_trainer, logp_sampler, mask)
+    dt = lt.dtype
+    sl = _Slices(m, post_tool, dt)
+    B, T = m.shape
+
+    lr = torch.where(m, lt - ls, 0.0)  # (B, T) log-ratio, 0 off-mask
+    absl = lr.abs()  # (B, T)
+    c = lr.clamp(-LOG_CLAMP, LOG_CLAMP)
+    e = torch.expm1(c)  # (B, T) rho - 1, exactly 0 off-mask
+    k3 = e - c  # (B, T) rho - 1 - log rho, 0 off-mask
+    gap = torch.where(m, (torch.exp(lt) - torch.exp(ls)).abs_(), 0.0)  # (B, T)
+    mf = m.to(dt)
+
+    row_lr = sl.row_sums(lr)  # (B, 2)
+    row_n = sl.row_sums(mf)  # (B, 2) valid tokens per row per slice
+    has = row_n > 0
+    row_mean = torch.where(has, -row_lr / row_n.clamp(min=1.0), 0.0)  # (B, 2)
+    n_all = row_n.sum(-1)  # (B,)
+    g_has = n_all > 0
+    g_ppl = torch.where(g_has, -row_lr.sum(-1) / n_all.clamp(min=1.0), 0.0).sum()
+    rho = torch.exp(c).mul_(mf)  # (B, T) rho, 0 off-mask (for the ESS: exact for tiny rho)
+    pack = torch.stack(
+        [
+            sl.sums(gap),
+            sl.sums(absl),
+            row_lr.sum(0),
+            sl.sums(k3),
+            sl.sums(e),
+            sl.sq_sums(e),
+            sl.maxes(gap),
+            row_mean.sum(0),
+            has.sum(0).to(dt),
+            row_n.sum(0),
+            torch.stack([g_ppl, g_has.sum().to(dt)]),
+            sl.sums(rho),
+            sl.sq_sums(rho),
+        ]
+    )  # (13, 2)
+    vals = pack.to(torch.float64).cpu().numpy()
+    if np.isnan(vals[1]).any():
+        raise ValueError("log-probabilities contain NaN on valid tokens; pass finite log-probs")
+
+    out: dict[str, float] = {}
+    cols = {"text": vals[:10, 0], "post_tool": vals[:10, 1]}
+    glob = np.concatenate([vals[:6].sum(1), [vals[6].max()], vals[10], [vals[9].sum()]])
+    rho_sums = {"text": vals[11:, 0], "post_tool": vals[11:, 1]}  # (sum rho, sum rho^2)
+    for label, v in [("all", glob), *cols.items()]:
+        ntok = v[9]
+        if ntok <= 0:
+            continue
+        figs = {
+            N.PROBS_DIFF_MEAN: v[0] / ntok,
+            N.PROBS_DIFF_MAX: v[6],
+            N.ABS_LOG_RATIO_MEAN: v[1] / ntok,
+            N.KL: -v[2] / ntok,
+            N.K3_KL: v[3] / ntok,
+            N.LOG_PPL_DIFF: v[7] / v[8],
+            N.CHI2_TOKEN: (2.0 * v[4] + v[5]) / ntok,  # mean((1 + e)^2) - 1
+        }
+        if label == "all":
+            out.update({k: float(x) for k, x in figs.items()})
+            continue
+        s: N.Slice = "text" if label == "text" else "post_tool"
+        out.update({N.sliced(k, s): float(x) for k, x in figs.items()})
+        rho_sum, rho2_sum = rho_sums[s]
+        out[N.ess(s)] = float(rho_sum * rho_sum / (ntok * rho2_sum)) if rho2_sum > 0 else 0.0
+    sk = _sketches_from(absl, sl, int(B * T - vals[9].sum()), vals[9], alpha)
+    for s2, sketch in sk.items():
+        if sketch.count == 0:
+            continue
+        qs = sketch.quantiles([TAIL_Q[q] for q in N.QUANTILES])
+        for q, val in zip(N.QUANTILES, qs, strict=True):
+            out[N.tail(s2, q)] = val
+    return out, sk
 
 
 def summarize(
@@ -85,18 +238,7 @@ def summarize(
     Returns:
         ``dict[str, float]`` keyed by ``correction.names``; empty slices omitted.
     """
-    lt, ls, m = prepare(logp_trainer, logp_sampler, mask)
-    m_text, m_post = _slice_masks(m, post_tool)
-    stats, lr = _moments(lt, ls, m, m_text, m_post)
-    sk = _sketches_from(lr, m_text, m_post, alpha)
-    for s, sketch in sk.items():
-        if sketch.count == 0:
-            continue
-        for q, v in zip(
-            N.QUANTILES, sketch.quantiles([TAIL_Q[q] for q in N.QUANTILES]), strict=True
-        ):
-            stats[N.tail(s, q)] = v
-    return stats
+    return analyze(logp_trainer, logp_sampler, mask, post_tool=post_tool, alpha=alpha)[0]
 
 
 def sketches(
@@ -109,9 +251,12 @@ def sketches(
 ) -> dict[N.Slice, LogSketch]:
     """``{slice: LogSketch of |log-ratio| on the slice's valid tokens}`` for both slices."""
     lt, ls, m = prepare(logp_trainer, logp_sampler, mask)
-    m_text, m_post = _slice_masks(m, post_tool)
-    lr = torch.where(m, lt - ls, 0.0)
-    return _sketches_from(lr, m_text, m_post, alpha)
+    sl = _Slices(m, post_tool, lt.dtype)
+    absl = torch.where(m, lt - ls, 0.0).abs_()
+    if bool(torch.isnan(absl).any()):
+        raise ValueError("log-probabilities contain NaN on valid tokens; pass finite log-probs")
+    n_slice = sl.sums(m.to(lt.dtype)).to(torch.float64).cpu().numpy()
+    return _sketches_from(absl, sl, int(m.numel() - n_slice.sum()), n_slice, alpha)
 
 
 def distributions(
@@ -124,87 +269,36 @@ def distributions(
 ) -> dict[str, dict[str, Any]]:
     """``{names.dist(slice): payload}`` of |log-ratio| per slice (empty slices omitted)."""
     sk = sketches(logp_trainer, logp_sampler, mask, post_tool=post_tool, alpha=alpha)
+    return payloads(sk)
+
+
+def payloads(sk: dict[N.Slice, LogSketch]) -> dict[str, dict[str, Any]]:
+    """``{names.dist(slice): payload}`` from :func:`analyze`'s sketches (empty omitted)."""
     return {N.dist(s): v.to_payload() for s, v in sk.items() if v.count > 0}
 
 
 def _sketches_from(
-    lr: torch.Tensor, m_text: torch.Tensor, m_post: torch.Tensor, alpha: float
+    absl: torch.Tensor, sl: _Slices, n_invalid: int, n_slice: np.ndarray, alpha: float
 ) -> dict[N.Slice, LogSketch]:
-    """Both slices' sketches from one bucket-index pass and one bincount."""
+    """Both slices' sketches from one bucket-index pass and one bincount.
+
+    Invalid tokens have |lr| = 0, so they land in the text (or, for per-row labels, their
+    row's) zero bucket and are subtracted there afterwards instead of being masked out.
+    """
     text, post = LogSketch(alpha=alpha), LogSketch(alpha=alpha)
-    idx = text.bucket_index(lr.abs())  # (B, T) storage index; -1 for NaN
-    if idx.numel() and int(idx.min()) < 0:
-        raise ValueError("log-probabilities contain NaN; pass finite log-probs")
-    size = int(idx.max()) + 1 if idx.numel() else 1
-    # segment 0 = text, 1 = post_tool, 2 = not valid: one bincount for both slices
-    seg = torch.full_like(idx, 2)
-    seg.masked_fill_(m_text, 0).masked_fill_(m_post, 1)
-    counts = torch.bincount((idx + seg * size).reshape(-1), minlength=3 * size)
-    counts_np = counts[: 2 * size].cpu().numpy().reshape(2, size)
-    text.add_counts(counts_np[0])
-    post.add_counts(counts_np[1])
+    size = text.max_index + 1
+    k = text.bucket_index(absl)  # (B, T) int64 storage index (NaN excluded by the caller)
+    seg = sl.segment()  # (B, 1) or (B, T) float 0/1
+    k += (seg * size).to(torch.int64)
+    counts = torch.bincount(k.reshape(-1), minlength=2 * size).cpu().numpy()
+    counts = counts.reshape(2, size)
+    # remove the invalid tokens from the zero buckets they fell into
+    if sl.row is not None:
+        inv_post = int(round(float(sl.row.sum().item()) * absl.shape[1] - n_slice[1]))
+    else:
+        inv_post = 0
+    counts[1, 0] -= inv_post
+    counts[0, 0] -= n_invalid - inv_post
+    text.add_counts(np.trim_zeros(counts[0], "b"))
+    post.add_counts(np.trim_zeros(counts[1], "b"))
     return {"text": text, "post_tool": post}
-
-
-def _moments(
-    lt: torch.Tensor,
-    ls: torch.Tensor,
-    m: torch.Tensor,
-    m_text: torch.Tensor,
-    m_post: torch.Tensor,
-) -> tuple[dict[str, float], torch.Tensor]:
-    """Per-slice sums in one matmul; returns the stats and lr (0 off-mask)."""
-    dt = lt.dtype
-    B, T = lt.shape
-    lr = torch.where(m, lt - ls, 0.0)  # (B, T) log-ratio, 0 off-mask
-    c = lr.clamp(-LOG_CLAMP, LOG_CLAMP)
-    rho = torch.exp(c)  # (B, T)
-    gap = torch.where(m, (torch.exp(lt) - torch.exp(ls)).abs_(), 0.0)  # (B, T)
-    S = torch.stack([m_text, m_post], dim=-1).to(dt)  # (B, T, 2)
-    Q = torch.stack(
-        [gap, lr.abs(), lr, rho - 1.0 - c, rho, rho * rho], dim=0
-    )  # (6, B, T): gap, |lr|, lr, k3, rho, rho^2
-    row = torch.einsum("qbt,bts->qbs", Q[2:3], S)[0]  # (B, 2) row sums of lr per slice
-    tot = Q.reshape(6, B * T) @ S.reshape(B * T, 2)  # (6, 2) per-slice sums
-    cnt_row = S.sum(1)  # (B, 2) valid tokens per row per slice
-    gmax = (gap.unsqueeze(-1) * S).amax(dim=(0, 1))  # (2,) gap >= 0, so 0 off-slice is safe
-
-    # log_ppl_diff per slice: mean over rows with tokens of -(row mean of lr)
-    has = cnt_row > 0  # (B, 2)
-    row_mean = torch.where(has, -row / cnt_row.clamp(min=1.0), 0.0)
-    ppl_sum = row_mean.sum(0)  # (2,)
-    n_rows = has.sum(0).to(dt)  # (2,)
-
-    # global log_ppl_diff uses each row's mean over all its valid tokens
-    cnt_all, row_all = cnt_row.sum(-1), row.sum(-1)  # (B,)
-    has_all = cnt_all > 0
-    g_ppl = torch.where(has_all, -row_all / cnt_all.clamp(min=1.0), 0.0).sum()
-    g = torch.stack([g_ppl, has_all.sum().to(dt)])  # (2,)
-
-    # host transfer once: per slice (text, post), then global from the slice sums
-    n = cnt_row.sum(0)  # (2,)
-    pack = torch.cat([tot, gmax[None], ppl_sum[None], n_rows[None], n[None], g[None]])
-    vals = pack.to(torch.float64).cpu().numpy()  # (11, 2)
-    out: dict[str, float] = {}
-    cols = {"text": vals[:10, 0], "post_tool": vals[:10, 1]}
-    glob = np.concatenate([vals[:6].sum(1), [vals[6].max()], vals[10], [vals[9].sum()]])
-    for label, v in [("all", glob), *cols.items()]:
-        ntok = v[9]
-        if ntok <= 0:
-            continue
-        figs = {
-            N.PROBS_DIFF_MEAN: v[0] / ntok,
-            N.PROBS_DIFF_MAX: v[6],
-            N.ABS_LOG_RATIO_MEAN: v[1] / ntok,
-            N.KL: -v[2] / ntok,
-            N.K3_KL: v[3] / ntok,
-            N.LOG_PPL_DIFF: v[7] / v[8],
-            N.CHI2_TOKEN: v[5] / ntok - 1.0,
-        }
-        if label == "all":
-            out.update({k: float(x) for k, x in figs.items()})
-            continue
-        s = "text" if label == "text" else "post_tool"
-        out.update({N.sliced(k, s): float(x) for k, x in figs.items()})  # type: ignore[arg-type]
-        out[N.ess(s)] = float(v[4] * v[4] / (ntok * v[5])) if v[5] > 0 else math.nan  # type: ignore[arg-type]
-    return out, lr

@@ -180,83 +180,106 @@ def prepare(
 def _apply(
     s: Strategy, lt: torch.Tensor, ls: torch.Tensor, m: torch.Tensor
 ) -> tuple[torch.Tensor, dict[str, float]]:
-    dt = lt.dtype
-    mf = m.to(dt)  # (B, T) 1 valid / 0 invalid
-    lr = torch.where(m, lt - ls, 0.0).clamp_(-_GUARD, _GUARD)  # (B, T) log_rho, 0 off-mask
-    cnt = mf.sum(-1)  # (B,) valid tokens per row
-    n_tok = cnt.sum()  # ()
+    """The composed strategy. Off-mask lr is 0, so the raw token ratio there is exactly 1:
+    counts over all tokens are corrected by the number of invalid tokens instead of
+    masking every intermediate (fewer passes over the (B, T) data)."""
+    dt, dev = lt.dtype, lt.device
+    lr = torch.where(m, lt - ls, 0.0)  # (B, T) log_rho, 0 off-mask
+    cnt = m.sum(-1).to(dt)  # (B,) valid tokens per row
+    n_tok = int(cnt.sum().item())
+    n_inv = m.numel() - n_tok  # invalid tokens (raw ratio 1 there)
     has = cnt > 0  # (B,) rows with a valid token
-    n_rows = has.sum()
+    n_rows = int(has.sum().item())
+    zero = torch.zeros((), dtype=dt, device=dev)
+    row_level = s.level in ("sequence", "geometric")
+    if row_level or s.rs_stat is not None:
+        lr = lr.clamp_(-_GUARD, _GUARD)  # finite row sums for any finite input
 
-    # Raw ratio at the strategy's level, as (B, T) or (B, 1) broadcastable.
-    if s.level in ("token", "none"):
-        raw = torch.exp(lr.clamp(-LOG_CLAMP, LOG_CLAMP))  # (B, T)
-    else:
+    # Raw ratio at the strategy's level: (B, T) for token/none, (B, 1) for row levels.
+    if row_level:
         srow = lr.sum(-1, keepdim=True)  # (B, 1)
         if s.level == "geometric":
             srow = srow / cnt.clamp(min=1.0).unsqueeze(-1)
         raw = torch.exp(srow.clamp_(-LOG_CLAMP, LOG_CLAMP))  # (B, 1)
+    else:
+        raw = torch.exp(lr.clamp(-LOG_CLAMP, LOG_CLAMP))  # (B, T), 1 off-mask
 
-    keep: torch.Tensor | None = None  # broadcastable bool: True = not masked
+    def count_valid(flag: torch.Tensor, off_mask_value: bool) -> torch.Tensor:
+        """Valid tokens where ``flag`` holds; ``flag`` (B, T) or (B, 1) over raw."""
+        if flag.shape[-1] == 1:
+            return (flag.squeeze(-1).to(dt) * cnt).sum()
+        return torch.count_nonzero(flag).to(dt) - (n_inv if off_mask_value else 0)
+
+    keep: torch.Tensor | None = None  # (B, T) or (B, 1) bool, False = masked by the band
+    high = low = zero
     if s.level == "none":
-        w = torch.ones_like(raw[:, :1])  # (B, 1)
-        high = low = None
+        w: torch.Tensor | float = 1.0
     elif s.mode == "truncate":
         assert s.C is not None
         w = raw.clamp(max=s.C)
-        high, low = raw > s.C, raw < 1.0 / s.C
+        high = count_valid(raw > s.C, 1.0 > s.C)
+        low = count_valid(raw < 1.0 / s.C, 1.0 < 1.0 / s.C)
     else:
         assert s.lo is not None and s.hi is not None
-        high, low = raw > s.hi, raw < s.lo
-        keep = ~(high | low)
+        hi_f, lo_f = raw > s.hi, raw < s.lo
+        high, low = count_valid(hi_f, 1.0 > s.hi), count_valid(lo_f, 1.0 < s.lo)
+        keep = ~(hi_f | lo_f)
         w = raw
 
-    row_keep = torch.ones_like(has)  # (B,)
-    if s.rs_stat is not None:
-        row_keep = row_keep & _reject_rows(s, lr, cnt)
+    row_keep: torch.Tensor | None = None  # (B,) bool
     vetoed: torch.Tensor | None = None
+    if s.rs_stat is not None:
+        row_keep = _reject_rows(s, lr, cnt)
     if s.veto is not None:
         vetoed = ((lr < math.log(s.veto)) & m).any(-1)  # (B,)
-        row_keep = row_keep & ~vetoed
-    keep = row_keep.unsqueeze(-1) if keep is None else keep & row_keep.unsqueeze(-1)
-    keep_tok = keep & m  # (B, T)
-    weights = (w * keep_tok).detach()  # (B, T), 0 off-mask and where masked
+        row_keep = ~vetoed if row_keep is None else row_keep & ~vetoed
+    if row_keep is not None:
+        rk = row_keep.unsqueeze(-1)  # (B, 1)
+        keep = rk if keep is None else keep & rk
+
+    keep_tok = m if keep is None else keep & m  # (B, T) valid and not masked
+    if isinstance(w, float):
+        weights = keep_tok.to(dt)
+    else:
+        weights = torch.where(keep_tok, w, 0.0)  # (B, T), 0 off-mask and where masked
+    weights = weights.detach()
 
     # --- metrics (one host transfer at the end) --------------------------------------
-    def tok_frac(flag: torch.Tensor | None) -> torch.Tensor:
-        if flag is None:
-            return torch.zeros((), dtype=dt, device=lt.device)
-        f = flag.to(dt)
-        tot = (f * mf).sum() if f.shape[-1] != 1 else (f.squeeze(-1) * cnt).sum()
-        return tot / n_tok.clamp(min=1.0)
-
-    masked_tok = m & ~keep_tok  # (B, T)
-    n_masked = masked_tok.sum().to(dt)
-    seq_masked = (masked_tok.any(-1) & has).sum().to(dt)
-    wsum = weights.sum()
-    w2sum = (weights * weights).sum()
-    mean = wsum / n_tok.clamp(min=1.0)
-    var = (w2sum / n_tok.clamp(min=1.0) - mean * mean).clamp(min=0.0)
-    big = torch.finfo(dt).max
-    wmin = torch.where(m, weights, big).amin()
-    wmax = torch.where(m, weights, -big).amax()
+    n = max(n_tok, 1)
+    if keep is None:
+        n_masked, seq_masked = zero, zero
+    else:
+        masked_tok = m & ~keep_tok  # (B, T)
+        n_masked = masked_tok.sum().to(dt)
+        seq_masked = (masked_tok.any(-1) & has).sum().to(dt)
+    flat = weights.reshape(-1)
+    wsum = flat.sum()
+    w2sum = torch.dot(flat, flat)
+    mean = wsum / n
+    var = (w2sum / n - mean * mean).clamp(min=0.0)
     if raw.shape[-1] == 1:
         rawb = raw.squeeze(-1)  # (B,)
-        raw_min = torch.where(has, rawb, big).amin()
-        raw_max = torch.where(has, rawb, -big).amax()
-        raw_mean = (rawb * cnt).sum() / n_tok.clamp(min=1.0)
+        raw_min = torch.where(has, rawb, math.inf).amin()
+        raw_max = torch.where(has, rawb, -math.inf).amax()
+        raw_mean = (rawb * cnt).sum() / n
     else:
-        raw_min = torch.where(m, raw, big).amin()
-        raw_max = torch.where(m, raw, -big).amax()
-        raw_mean = (raw * mf).sum() / n_tok.clamp(min=1.0)
+        raw_min, raw_max = raw.aminmax()  # off-mask raw is exactly 1 ...
+        if n_inv and not (raw_min.item() < 1.0 < raw_max.item()):  # ... so only then recheck
+            raw_min = torch.where(m, raw, math.inf).amin()
+            raw_max = torch.where(m, raw, -math.inf).amax()
+        raw_mean = (raw.sum() - n_inv) / n
+    wmax = weights.amax()  # weights >= 0 and 0 off-mask: the max over valid tokens
+    # min over valid weights: 0 if any valid token was masked, else the (capped) raw min
+    if s.level == "none":
+        wmin = torch.ones((), dtype=dt, device=dev)
+    else:
+        wmin = raw_min.clamp(max=s.C) if s.mode == "truncate" and s.C is not None else raw_min
+    if keep is not None:
+        wmin = torch.where(n_masked > 0, zero, wmin)
     # ESS = 1 / mean(n^2), n = w / mean(w)  ==  (sum w)^2 / (N sum w^2)
-    ess = wsum * wsum / (n_tok * w2sum).clamp(min=torch.finfo(dt).tiny)
-    veto_frac = (
-        (vetoed & has).sum().to(dt) / n_rows.clamp(min=1).to(dt)
-        if vetoed is not None
-        else torch.zeros((), dtype=dt, device=lt.device)
-    )
-    masked_frac = n_masked / n_tok.clamp(min=1.0)
+    ess = wsum * wsum / (n * w2sum).clamp(min=torch.finfo(dt).tiny)
+    veto_frac = zero if vetoed is None else (vetoed & has).sum().to(dt) / max(n_rows, 1)
+    masked_frac = n_masked / n
     vals = torch.stack(
         [
             mean,
@@ -264,11 +287,11 @@ def _apply(
             wmin,
             wmax,
             ess,
-            tok_frac(high),
-            tok_frac(low),
+            high / n,
+            low / n,
             masked_frac,
             masked_frac,
-            seq_masked / n_rows.clamp(min=1).to(dt),
+            seq_masked / max(n_rows, 1),
             veto_frac,
             raw_min,
             raw_mean,
@@ -292,7 +315,7 @@ def _apply(
         N.RAW_RATIO_MAX,
     )
     metrics = dict(zip(keys, (float(v) for v in vals), strict=True))
-    if int(n_tok.item()) == 0:  # nothing valid: only the (all-zero) fractions mean anything
+    if n_tok == 0:  # nothing valid: only the (all-zero) fractions mean anything
         for k in (N.IS_MEAN, N.IS_STD, N.IS_MIN, N.IS_MAX, N.IS_ESS):
             metrics[k] = math.nan
         for k in (N.RAW_RATIO_MIN, N.RAW_RATIO_MEAN, N.RAW_RATIO_MAX):
