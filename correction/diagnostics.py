@@ -29,7 +29,6 @@ cross-worker aggregation (merge the sketches outside), I/O.
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numpy as np

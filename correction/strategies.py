@@ -217,12 +217,12 @@ def _apply(
     elif s.mode == "truncate":
         assert s.C is not None
         w = raw.clamp(max=s.C)
-        high = count_valid(raw > s.C, 1.0 > s.C)
-        low = count_valid(raw < 1.0 / s.C, 1.0 < 1.0 / s.C)
+        high = count_valid(raw > s.C, s.C < 1.0)
+        low = count_valid(raw < 1.0 / s.C, 1.0 / s.C > 1.0)
     else:
         assert s.lo is not None and s.hi is not None
         hi_f, lo_f = raw > s.hi, raw < s.lo
-        high, low = count_valid(hi_f, 1.0 > s.hi), count_valid(lo_f, 1.0 < s.lo)
+        high, low = count_valid(hi_f, s.hi < 1.0), count_valid(lo_f, s.lo > 1.0)
         keep = ~(hi_f | lo_f)
         w = raw
 
@@ -238,10 +238,8 @@ def _apply(
         keep = rk if keep is None else keep & rk
 
     keep_tok = m if keep is None else keep & m  # (B, T) valid and not masked
-    if isinstance(w, float):
-        weights = keep_tok.to(dt)
-    else:
-        weights = torch.where(keep_tok, w, 0.0)  # (B, T), 0 off-mask and where masked
+    # (B, T), 0 off-mask and where masked
+    weights = keep_tok.to(dt) if isinstance(w, float) else torch.where(keep_tok, w, 0.0)
     weights = weights.detach()
 
     # --- metrics (one host transfer at the end) --------------------------------------

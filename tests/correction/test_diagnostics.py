@@ -171,7 +171,11 @@ def test_slice_sketches_equal_sketch_of_slice_values(per_row: bool) -> None:
     post_bt = np.broadcast_to(post[:, None], (B, T)) if per_row else post
     stats, sk = diagnostics.analyze(lt, ls, mask, post_tool=post)
     absl = np.abs(lt - ls)
-    for name, sel in (("text", mask & ~post_bt), ("post_tool", mask & post_bt)):
+    pairs: list[tuple[N.Slice, np.ndarray]] = [
+        ("text", mask & ~post_bt),
+        ("post_tool", mask & post_bt),
+    ]
+    for name, sel in pairs:
         assert sk[name] == LogSketch().add(absl[sel]), name  # invalid tokens removed exactly
     assert stats == diagnostics.summarize(lt, ls, mask, post_tool=post)
     assert diagnostics.payloads(sk) == diagnostics.distributions(lt, ls, mask, post_tool=post)
