@@ -94,8 +94,8 @@ def runs_section(url: str, run_rows: list[dict[str, Any]], table: pd.DataFrame) 
             ),
             "last score": st.column_config.NumberColumn("last score", format="%.3f"),
             "last gap": st.column_config.NumberColumn("last gap", format="%.4f"),
-            "open": st.column_config.LinkColumn("run", display_text="open"),
-            "pair view": st.column_config.LinkColumn("pair", display_text="compare"),
+            "open": st.column_config.LinkColumn("run page", display_text="open"),
+            "pair view": st.column_config.LinkColumn("pair view", display_text="compare"),
         },
     )
     rows = list(picked.selection.rows) if picked is not None else []
