@@ -79,6 +79,7 @@ class Store:
         self.read_only = read_only
         self._write_engine = engine.execution_options(**eng.WRITE)
         self._upsert = ingest.Upserter(engine.dialect)
+        self._series_sql = reads.series_sql(engine.dialect.name)
         self._name_ids: dict[str, int] = {}
         self._names_by_id: dict[int, str] = {}
 
@@ -432,7 +433,7 @@ class Store:
             }
             return [
                 Point(rid, by_id[nid], step, value, flag)
-                for rid, nid, step, value, flag in conn.execute(reads.SERIES_SQL, params)
+                for rid, nid, step, value, flag in conn.execute(self._series_sql, params)
             ]
 
         return self._read(go)

@@ -22,17 +22,17 @@ def _engine(url: str):  # type: ignore[no-untyped-def]
 
 def test_two_real_revisions_ship_in_the_package() -> None:
     revs, head = eng.known_revisions()
-    assert revs == ["0001", "0002"] and head == "0002"
+    assert revs == ["0001", "0002", "0003"] and head == "0003"
     assert (eng.MIGRATIONS_DIR / "env.py").exists()
 
 
 def test_empty_database_is_upgraded_to_head(store_url: str) -> None:
     with open_store(store_url) as st:
-        assert st.revision() == "0002"
+        assert st.revision() == "0003"
         tables = set(inspect(st.engine).get_table_names())
     assert {"sweeps", "runs", "metrics", "metric_names", "distributions", "decisions"} <= tables
     with open_store(store_url) as st:  # a second open is a no-op
-        assert st.revision() == "0002"
+        assert st.revision() == "0003"
 
 
 def test_orm_schema_matches_the_migrations(store_url: str) -> None:
@@ -41,12 +41,15 @@ def test_orm_schema_matches_the_migrations(store_url: str) -> None:
     assert diff == []
 
 
-def test_database_at_previous_revision_is_upgraded_and_keeps_its_data(store_url: str) -> None:
+@pytest.mark.parametrize("start", ["0001", "0002"])
+def test_database_at_an_older_revision_is_upgraded_and_keeps_its_data(
+    store_url: str, start: str
+) -> None:
     engine = _engine(store_url)
-    eng.upgrade(engine, "0001")
+    eng.upgrade(engine, start)
     now = datetime.now(UTC)
     with engine.begin() as conn:
-        assert eng.current_revision(conn) == "0001"
+        assert eng.current_revision(conn) == start
         conn.execute(
             text(
                 "INSERT INTO sweeps (id, name, config_text, created, status) "
@@ -69,12 +72,14 @@ def test_database_at_previous_revision_is_upgraded_and_keeps_its_data(store_url:
                 "(1, 1, 1, 0.5), (1, 1, 2, NULL), (1, 1, 9, 0.7)"
             )
         )
+        if start == "0002":  # what 0002's write_steps kept up to date
+            conn.execute(text("UPDATE runs SET last_step = 9"))
     engine.dispose()
 
     with open_store(store_url) as st:
-        assert st.revision() == "0002"
+        assert st.revision() == "0003"
         assert [s.name for s in st.sweeps()] == ["old"]
-        assert st.run(1).last_step == 9  # backfilled by 0002
+        assert st.run(1).last_step == 9  # 0001 -> 0002 backfills it
         assert [(p.step, p.value, p.flag) for p in st.series([1], ["critic/score/mean"])] == [
             (1, 0.5, None),
             (2, None, None),
@@ -88,7 +93,7 @@ def test_read_only_open_refuses_an_old_schema(store_url: str) -> None:
     engine = _engine(store_url)
     eng.upgrade(engine, "0001")
     engine.dispose()
-    with pytest.raises(StoreError, match=r"older than '0002': run `gapwatch db upgrade"):
+    with pytest.raises(StoreError, match=r"older than '0003': run `gapwatch db upgrade"):
         open_store(store_url, read_only=True)
 
 

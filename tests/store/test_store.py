@@ -158,27 +158,20 @@ def test_bad_steps_are_refused(st: Store, make_run: Callable[..., int]) -> None:
 def _reference_downsample(
     vals: list[tuple[int, float | None, str | None]], max_points: int
 ) -> set[int]:
-    """The steps SERIES_SQL keeps, computed in plain Python (rows in step order)."""
-    n = len(vals)
-    if n <= max_points:
+    """The steps the series query keeps, in plain Python (rows in step order, no ties)."""
+    if len(vals) <= max_points:
         return {s for s, _, _ in vals}
     nb = (max_points - 2) // 2
-    keep = {vals[0][0], vals[-1][0]}
+    s0, s1 = vals[0][0], vals[-1][0]
+    keep = {s0, s1}
     buckets: dict[int, list[tuple[int, float | None, str | None]]] = {}
-    for i, row in enumerate(vals):
-        buckets.setdefault(i * nb // n, []).append(row)
+    for row in vals:
+        buckets.setdefault((row[0] - s0) * nb // (s1 - s0 + 1), []).append(row)
+    inf = math.inf
     for rows in buckets.values():
-        lo = min(
-            rows,
-            key=lambda r: (0 if r[2] == "-inf" else 1 if r[2] is None else 2, r[1] or 0.0, r[0]),
-        )
-        hi = min(
-            rows,
-            key=lambda r: (
-                0 if r[2] in ("nan", "inf") else 1 if r[2] is None else 2,
-                -(r[1] or 0.0),
-                r[0],
-            ),
+        lo = min(rows, key=lambda r: -inf if r[2] == "-inf" else inf if r[1] is None else r[1])
+        hi = max(
+            rows, key=lambda r: inf if r[2] in ("nan", "inf") else -inf if r[1] is None else r[1]
         )
         keep |= {lo[0], hi[0]}
     return keep
