@@ -35,7 +35,7 @@ import numpy as np
 import torch
 
 from correction import names as N
-from correction.sketch import LogSketch
+from correction.sketch import LogSketch, bincount
 from correction.strategies import LOG_CLAMP, Tensorish, prepare
 
 __all__ = ["analyze", "distributions", "payloads", "sketches", "summarize", "TAIL_Q"]
@@ -289,7 +289,7 @@ def _sketches_from(
     k = text.bucket_index(absl)  # (B, T) int64 storage index (NaN excluded by the caller)
     seg = sl.segment()  # (B, 1) or (B, T) float 0/1
     k += (seg * size).to(torch.int64)
-    counts = torch.bincount(k.reshape(-1), minlength=2 * size).cpu().numpy()
+    counts = bincount(k.reshape(-1), 2 * size)
     counts = counts.reshape(2, size)
     # remove the invalid tokens from the zero buckets they fell into
     if sl.row is not None:

@@ -117,7 +117,7 @@ class LogSketch:
         lo_hi = torch.stack([idx.min(), idx.max()]).tolist()
         if lo_hi[0] < 0:
             raise SketchError("sketch values must be non-negative and not NaN; pass |x|")
-        self.add_counts(torch.bincount(idx, minlength=0).cpu().numpy())
+        self.add_counts(bincount(idx.reshape(-1), 0))
         return self
 
     def add_counts(self, counts: np.ndarray) -> LogSketch:
@@ -227,6 +227,17 @@ class LogSketch:
         dense[index] = counts
         out._counts = dense
         return out
+
+
+def bincount(idx: torch.Tensor, minlength: int) -> np.ndarray:
+    """Counts of a 1-D int64 index tensor as numpy int64 (numpy's on CPU, torch's on GPU).
+
+    numpy's single-threaded bincount is as fast as torch's and far steadier on a loaded
+    machine (torch's 2-thread bincount stalled 20x under contention in the benchmark).
+    """
+    if idx.device.type == "cpu":
+        return np.bincount(idx.numpy(), minlength=minlength).astype(np.int64, copy=False)
+    return torch.bincount(idx, minlength=minlength).cpu().numpy()
 
 
 def _as_tensor(values: torch.Tensor | np.ndarray | Iterable[float]) -> torch.Tensor:
