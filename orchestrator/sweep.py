@@ -69,6 +69,24 @@ def _quiet_ray_env() -> None:
         logging.getLogger(name).setLevel(logging.ERROR)
 
 
+def _token_auth_if_available() -> None:
+    """Joining a cluster: use token auth where a Ray token is at hand.
+
+    Ray 2.60's ``ray start --head`` enables token authentication by default (a token in
+    ``~/.ray/auth_token``), but a driver joining with ``ray.init(address=...)`` stays in
+    ``disabled`` mode unless ``RAY_AUTH_MODE=token`` was set before Ray was imported, and
+    is then refused (InvalidAuthToken). Ray's own helper switches this process to token
+    mode where ``RAY_AUTH_MODE`` is unset and a token exists; an explicit mode is kept.
+    """
+    try:
+        from ray._private.authentication.authentication_token_setup import (
+            maybe_enable_token_auth_if_token_available,
+        )
+    except ImportError:  # a Ray without token auth
+        return
+    maybe_enable_token_auth_if_token_available(warn_if_disabled=False)
+
+
 def init_ray(address: str | None) -> bool:
     """Start a local Ray with this machine's cores, or join ``address`` (auto | host:port).
 
@@ -93,6 +111,7 @@ def init_ray(address: str | None) -> bool:
             **common,
         )
         return True
+    _token_auth_if_available()
     try:
         ray.init(address=address, **common)
         return True
