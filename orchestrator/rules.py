@@ -169,7 +169,7 @@ def streak(history: History, crosses: Callable[[Row], bool]) -> int:
 
 def _step(row: Row) -> int:
     s = row.get("step")
-    if isinstance(s, bool) or not isinstance(s, int | float) or s != int(s):
+    if isinstance(s, bool) or not isinstance(s, int | float) or not math.isfinite(s) or s != int(s):
         raise ValueError(f"history row has no integer 'step' (got {s!r}); every row needs one")
     return int(s)
 
@@ -188,6 +188,8 @@ def _coerce(rule: str, fname: str, hint: Any, v: Any) -> Any:
             return None
         raise ValueError(f"rule {rule!r}: {fname} may not be null")
     if base is float and isinstance(v, int | float) and not isinstance(v, bool):
+        if not math.isfinite(v):
+            raise ValueError(f"rule {rule!r}: {fname} must be a finite number, got {v!r}")
         return float(v)
     if base is int and isinstance(v, int) and not isinstance(v, bool):
         return v

@@ -111,6 +111,7 @@ def test_registry_names_and_metrics() -> None:
         ("score_collapse", {"k": 1.5}, "k must be int"),
         ("score_collapse", {"floor": "x"}, "floor must be float or null"),
         ("score_collapse", {"grace": -1}, "grace must be >= 0"),
+        ("score_collapse", {"floor": math.nan}, "floor must be a finite number"),
         ("constant_advantage", {"frac": None}, "frac may not be null"),
         ("length_runaway", {"clip_level": 1.5}, "clip_level must be in"),
         ("post_tool_tail_growth", {"factor": 1.0}, "factor must be > 1"),
@@ -134,8 +135,9 @@ def test_empty_or_stepless_history_is_a_clear_error() -> None:
     r = rules.get("score_collapse")
     with pytest.raises(ValueError, match="empty history"):
         r([], None)
-    with pytest.raises(ValueError, match="integer 'step'"):
-        r([{N.SCORE_MEAN: 1.0}], None)
+    for bad in ({N.SCORE_MEAN: 1.0}, {"step": math.nan}, {"step": 1.5}, {"step": True}):
+        with pytest.raises(ValueError, match="integer 'step'"):
+            r([bad], None)
     assert rules.build().evaluate([], None) == []
 
 
