@@ -66,7 +66,8 @@ class Decision:
     rule: str
     """The registered name of the rule that decided."""
     step: int
-    """The step the decision is about (the history's latest)."""
+    """The step the decision is about: the history's latest (gap_vs_control's warning is
+    about the run's first step)."""
     evidence: Evidence = field(default_factory=dict)
     """The numbers that crossed, the thresholds and the window (JSON-able)."""
 
@@ -546,9 +547,13 @@ class EssCollapse(Rule):
 @register("gap_vs_control")
 @dataclass(frozen=True, kw_only=True)
 class GapVsControl(Rule):
-    """WARN (never stop) once, at the run's first step: its gap there is ``ratio`` times
-    the control's first-step gap (and at least ``min_gap``). The gap is the mean
-    |p_trainer - p_sampler| per token, or the mean |log-ratio| where a log lacks it."""
+    """WARN (never stop) about the run's first step: its gap there is ``ratio`` times the
+    control's first-step gap (and at least ``min_gap``). The gap is the mean
+    |p_trainer - p_sampler| per token, or the mean |log-ratio| where a log lacks it.
+
+    The decision's ``step`` is the run's first step whenever it is made: a control whose
+    first step arrives after the treatment's still gets compared, and the store, the
+    Stopper and replay (all keyed on run, step, rule) keep the warning once."""
 
     feeds = (frozenset({N.PROBS_DIFF_MEAN}), frozenset({N.ABS_LOG_RATIO_MEAN}))
     control_only = True
@@ -562,10 +567,10 @@ class GapVsControl(Rule):
     sampler's gap is exactly 0). The tiny model's 3-bit codec gives 0.0072."""
 
     def decide(self, history: History, control: History | None, step: int) -> Decision:
-        # Only at the run's first step, so the warning is given once; and only with the
-        # control's first step known (the Stopper reads it from the store).
-        if len(history) != 1 or not control:
+        # Nothing to compare with until the control has reported its first step
+        if not control:
             return self._go_on(step)
+        first = _step(history[0])
         for nm in (N.PROBS_DIFF_MEAN, N.ABS_LOG_RATIO_MEAN):
             t, c = value(history[0], nm), value(control[0], nm)
             if t is None or c is None:
@@ -579,7 +584,7 @@ class GapVsControl(Rule):
                     "ratio": self.ratio,
                     "control_step": _step(control[0]),
                 }
-                return Decision("warn", self.name, step, ev)
+                return Decision("warn", self.name, first, ev)
             return self._go_on(step)
         return self._go_on(step)
 
