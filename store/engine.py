@@ -22,6 +22,7 @@ from sqlalchemy.exc import ArgumentError, DBAPIError, SQLAlchemyError
 from sqlalchemy.pool import StaticPool
 
 from .errors import StoreError
+from .ingest import PG_STAGING_DDL
 
 DEFAULT_URL = "sqlite:///./gapwatch.db"
 ENV_VAR = "GAPWATCH_DB_URL"
@@ -109,7 +110,17 @@ def make_engine(u: URL, *, read_only: bool) -> Engine:
         given = (given,) if isinstance(given, str) else tuple(given)
         args["options"] = " ".join((*given, "-c default_transaction_read_only=on"))
         u = u.difference_update_query(["options"])
-    return create_engine(u, connect_args=args, pool_pre_ping=True)
+    engine = create_engine(u, connect_args=args, pool_pre_ping=True)
+    if not read_only:
+
+        @event.listens_for(engine, "connect")
+        def _on_connect(dbapi_conn: Any, _record: Any) -> None:
+            # The staging table of the COPY ingest path, once per connection (not per call).
+            with dbapi_conn.cursor() as cur:
+                cur.execute(PG_STAGING_DDL)
+            dbapi_conn.commit()
+
+    return engine
 
 
 def _sqlite_engine(u: URL, *, read_only: bool) -> Engine:

@@ -30,6 +30,11 @@ DistRowIn = tuple[int, str, int, str, str]
 StepIn = tuple[int, Mapping[str, Any], Mapping[str, Any]]
 
 _PAYLOAD_KEYS = ("scheme", "keys", "counts", "upper")
+PG_STAGING_DDL = (
+    "CREATE TEMP TABLE IF NOT EXISTS gw_metrics_in (run_id integer, name_id integer, "
+    "step integer, value double precision, flag varchar(8)) ON COMMIT DELETE ROWS"
+)
+"""PostgreSQL: the per-connection staging table COPY fills (``store.engine`` creates it)."""
 
 
 def _step_of(run_id: int, raw: Any) -> int:
@@ -174,11 +179,6 @@ class Upserter:
             return
         raw: Any = conn.connection.dbapi_connection
         with raw.cursor() as cur:
-            cur.execute(
-                "CREATE TEMP TABLE IF NOT EXISTS gw_metrics_in (run_id integer, "
-                "name_id integer, step integer, value double precision, flag varchar(8)) "
-                "ON COMMIT DELETE ROWS"
-            )
             with cur.copy(
                 f"COPY gw_metrics_in ({', '.join(_METRIC_COLS)}) FROM STDIN (FORMAT BINARY)"
             ) as cp:
