@@ -8,6 +8,7 @@ fails naming the registered ones.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import json
@@ -68,8 +69,14 @@ class RunConfig:
     """PPO clip range: ratios outside [1 - eps, 1 + eps] stop contributing gradient."""
     kl_coef: float = 0.02
     """Coefficient of the k3 KL anchor to the initial policy (0 disables the reference model)."""
+    old_logprobs: str = "trainer"
+    """Denominator of the PPO ratio: ``trainer`` (recomputed by the trainer's forward before
+    the update, verl's decoupled mode) or ``sampler`` (the sampler's log-probs, verl's
+    bypass mode: the ratio then carries the whole train-inference gap)."""
     minibatches: int = 2
     """Optimizer steps per GRPO step (the batch is split by trajectory)."""
+    lr_warmup_steps: int = 0
+    """Linear learning-rate warm-up over this many GRPO steps (0: constant lr)."""
     max_grad_norm: float | None = 1.0
     """Gradient clipping norm; None for no clipping."""
     adv_eps: float = 1e-6
@@ -110,6 +117,8 @@ class RunConfig:
             if not ok:
                 raise ValueError(msg)
 
+        self._coerce_types()
+
         for k in ("steps", "tasks_per_step", "token_budget", "minibatches", "warm_start_batch"):
             v = getattr(self, k)
             need(isinstance(v, int) and v >= 1, f"{k} must be a positive integer, got {v!r}")
@@ -128,6 +137,7 @@ class RunConfig:
         need(self.temperature > 0, f"temperature must be > 0, got {self.temperature}")
         need(self.lr > 0, f"lr must be > 0, got {self.lr}")
         need(0 < self.clip_eps < 1, f"clip_eps must be in (0, 1), got {self.clip_eps}")
+        need(self.lr_warmup_steps >= 0, f"lr_warmup_steps must be >= 0, got {self.lr_warmup_steps}")
         need(self.kl_coef >= 0, f"kl_coef must be >= 0, got {self.kl_coef}")
         need(0 <= self.warm_start_wrong_frac <= 1, "warm_start_wrong_frac must be in [0, 1]")
         need(
@@ -135,6 +145,10 @@ class RunConfig:
             "max_grad_norm must be > 0 or null",
         )
         need(self.num_threads is None or self.num_threads >= 1, "num_threads must be >= 1 or null")
+        need(
+            self.old_logprobs in ("trainer", "sampler"),
+            f"old_logprobs must be 'trainer' or 'sampler', got {self.old_logprobs!r}",
+        )
         for k in ("sampler_dtype", "trainer_dtype"):
             need(
                 getattr(self, k) in DTYPES,
@@ -151,6 +165,28 @@ class RunConfig:
         from correction import strategies
 
         strategies.get(self.correction, **self.correction_kwargs)
+
+    def _coerce_types(self) -> None:
+        """Check each field against its annotation; YAML's ``2e-4`` (a string) becomes a float."""
+        for f in dataclasses.fields(self):
+            v, kinds = getattr(self, f.name), str(f.type).replace(" ", "").split("|")
+            if v is None and "None" in kinds:
+                continue
+            if "float" in kinds and isinstance(v, str):
+                with contextlib.suppress(ValueError):
+                    v = float(v)
+            if "float" in kinds and isinstance(v, int) and not isinstance(v, bool):
+                v = float(v)
+            ok = any(
+                (k == "float" and isinstance(v, float))
+                or (k == "int" and isinstance(v, int) and not isinstance(v, bool))
+                or (k == "str" and isinstance(v, str))
+                or (k.startswith("dict") and isinstance(v, dict))
+                for k in kinds
+            )
+            if not ok:
+                raise ValueError(f"{f.name} must be {' or '.join(kinds)}, got {v!r}")
+            setattr(self, f.name, v)
 
     @classmethod
     def field_names(cls) -> list[str]:

@@ -29,7 +29,7 @@ from typing import Any, Final, Literal
 FORMAT_PENALTY: Final = -0.1
 """Reward of an unparseable (or truncated) action; the episode ends there."""
 
-_ACTION_RE: Final = re.compile(r"\s*<(call|answer)>(.*?)</\1>\s*", re.DOTALL)
+_ACTION_RE: Final = re.compile(r"\s*<(call|answer)>([^<]*)</\1>\s*")
 _EXPR_RE: Final = re.compile(r"\s*(\d{1,18})\s*([*+-])\s*(\d{1,18})\s*")
 
 

@@ -170,6 +170,12 @@ class Trainer:
         self.correct = strategies.get(cfg.correction, **cfg.correction_kwargs)
         self.opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=0.0)
 
+    def set_lr(self, step: int) -> None:
+        """Linear warm-up over ``lr_warmup_steps`` GRPO steps, then ``lr``."""
+        w = self.cfg.lr_warmup_steps
+        for g in self.opt.param_groups:
+            g["lr"] = self.cfg.lr * (min(1.0, step / w) if w > 0 else 1.0)
+
     def logps(self, model: nn.Module, trajs: list[Trajectory]) -> tuple[torch.Tensor, torch.Tensor]:
         return token_logps(model, trajs, self.pad, self.cfg.temperature, self.device)
 
@@ -212,7 +218,8 @@ class Trainer:
                 self.logps(self.model, mb_trajs)[0], sub, local[sub.traj].to(dev)
             )  # (r, L)
             mk = sub.mask.to(dev)
-            ratio = torch.exp(new - old[sel].to(dev))  # (r, L)
+            base = old if cfg.old_logprobs == "trainer" else ls  # (R, L) PPO ratio denominator
+            ratio = torch.exp(new - base[sel].to(dev))  # (r, L)
             adv = sub.adv.to(dev)[:, None]  # (r, 1)
             clipped = ratio.clamp(1 - cfg.clip_eps, 1 + cfg.clip_eps)
             pg = -torch.minimum(ratio * adv, clipped * adv) * weights[sel].to(dev)  # (r, L)
@@ -275,6 +282,7 @@ def train(cfg: RunConfig) -> Iterator[StepResult]:
         adv = group_advantages(torch.tensor([t.reward for t in trajs]), cfg.group_size, cfg.adv_eps)
         rows = build_rows(trajs, adv)
         metrics = episode_metrics(trajs, cfg)
+        trainer.set_lr(step)
         train_metrics, dists = trainer.step(trajs, rows, gen)
         metrics.update(train_metrics)
         sampler.sync(model)

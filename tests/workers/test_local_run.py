@@ -1,0 +1,97 @@
+"""``gapwatch run``: config loading, overrides, the store rows it writes, one-line failures."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from correction import names as N
+from orchestrator.local_run import load_run_config, run_local
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+def test_examples_load_and_pair() -> None:
+    dense = load_run_config(EXAMPLES / "run-dense.yaml", [])
+    comp = load_run_config(EXAMPLES / "run-compressed.yaml", [])
+    assert dense.role == "control" and comp.role == "treatment"
+    assert dense.pair_key() == comp.pair_key()
+
+
+def test_overrides_are_yaml_typed_and_dotted() -> None:
+    cfg = load_run_config(
+        EXAMPLES / "run-compressed.yaml",
+        ["steps=5", "lr=2e-4", "compression_kwargs.keep=0.1", "max_grad_norm=null"],
+    )
+    assert cfg.steps == 5 and cfg.lr == 2e-4 and cfg.max_grad_norm is None
+    assert cfg.compression == "topk" and cfg.compression_kwargs == {"keep": 0.1}
+    cfg = load_run_config(
+        EXAMPLES / "run-dense.yaml", ["compression=quant", "compression_kwargs={bits: 3}"]
+    )
+    assert cfg.role == "treatment" and cfg.compression_kwargs == {"bits": 3}
+
+
+@pytest.mark.parametrize(
+    ("overrides", "pattern"),
+    [
+        (["stepz=3"], "unknown run config key"),
+        (["steps"], "--set expects key=value"),
+        (["env=chess"], "unknown env 'chess'; valid: mul, mul_chain"),
+        (["steps.x=1"], "is not a mapping"),
+    ],
+)
+def test_bad_overrides_fail_in_one_line(overrides: list[str], pattern: str) -> None:
+    with pytest.raises(ValueError, match=pattern) as info:
+        load_run_config(EXAMPLES / "run-dense.yaml", overrides)
+    assert "\n" not in str(info.value)
+
+
+def test_missing_and_malformed_files(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="not found"):
+        load_run_config(tmp_path / "nope.yaml", [])
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("steps: [1,\n")
+    with pytest.raises(ValueError, match="not valid YAML"):
+        load_run_config(bad, [])
+
+
+def _sqlite(tmp_path: Path) -> str:
+    return f"sqlite:///{tmp_path / 'runs.db'}"
+
+
+def test_run_lands_in_the_store(tmp_path: Path) -> None:
+    from store import open_store
+
+    url = _sqlite(tmp_path)
+    over = ["steps=2", "tasks_per_step=4", "num_threads=1"]
+    run_id = run_local(EXAMPLES / "run-compressed.yaml", db_url=url, overrides=over)
+    st = open_store(url)
+    row = st.run(run_id)
+    assert row.status == "completed" and row.role == "treatment"
+    hist = st.history(run_id)
+    assert [h["step"] for h in hist] == [1, 2]
+    assert hist[0][N.PROBS_DIFF_MEAN] > 0.1
+    assert st.distribution_steps(run_id, N.dist("text")) == [1, 2]
+    # the same config again is the same run (get-or-create); steps are overwritten, not doubled
+    assert run_local(EXAMPLES / "run-compressed.yaml", db_url=url, overrides=over) == run_id
+    assert [h["step"] for h in st.history(run_id)] == [1, 2]
+
+
+def test_a_failing_run_is_marked_failed_with_one_line(tmp_path: Path) -> None:
+    from store import open_store
+
+    url = _sqlite(tmp_path)
+    # device cuda on a machine without one: the run row exists, then training fails
+    if os.environ.get("CUDA_VISIBLE_DEVICES") not in (None, ""):
+        pytest.skip("this machine may have CUDA")
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("needs a machine without CUDA")
+    with pytest.raises(ValueError, match="CUDA is not available"):
+        run_local(EXAMPLES / "run-dense.yaml", db_url=url, overrides=["device=cuda", "steps=1"])
+    st = open_store(url)
+    (row,) = st.runs()
+    assert row.status == "failed" and row.error is not None and "CUDA" in row.error
