@@ -30,17 +30,21 @@ WITH st AS (
   GROUP BY run_id, name_id
 ),
 bk AS (
-  SELECT m.run_id, m.name_id, m.step, m.value, m.flag, st.n,
+  SELECT m.run_id, m.name_id, m.step, m.value, m.flag, st.s0, st.s1,
          ((m.step - st.s0) * :nb) / (st.s1 - st.s0 + 1) AS b
   FROM st JOIN metrics m ON m.run_id = st.run_id AND m.name_id = st.name_id
-  WHERE st.n > :max_points
+  WHERE st.n > :max_points AND m.run_id IN :run_ids AND m.name_id IN :name_ids
 ),
 ends AS (
   SELECT m.run_id, m.name_id, m.step, m.value, m.flag
   FROM st JOIN metrics m ON m.run_id = st.run_id AND m.name_id = st.name_id
-  WHERE st.n <= :max_points OR m.step = st.s0 OR m.step = st.s1
+  WHERE (st.n <= :max_points OR m.step = st.s0 OR m.step = st.s1)
+    AND m.run_id IN :run_ids AND m.name_id IN :name_ids
 )
 """
+"""Shared CTEs. ``st``: per-series count and step range; ``bk``: rows of the series to
+thin, with their bucket; ``ends``: whole short series, and first and last rows. The
+repeated ``IN`` filters keep PostgreSQL's planner from merge-joining the whole index."""
 
 _SQLITE_SERIES = (
     _STATS
@@ -64,7 +68,7 @@ _PG_SERIES = (
     _STATS
     + f"""
 , ranked AS (
-  SELECT run_id, name_id, step, value, flag,
+  SELECT run_id, name_id, step, value, flag, s0, s1,
          ROW_NUMBER() OVER (PARTITION BY run_id, name_id, b
                             ORDER BY {_FLAG_LO}, value, step) AS lo,
          ROW_NUMBER() OVER (PARTITION BY run_id, name_id, b
@@ -72,8 +76,9 @@ _PG_SERIES = (
   FROM bk
 )
 SELECT run_id, name_id, step, value, flag FROM ends
-UNION
-SELECT run_id, name_id, step, value, flag FROM ranked WHERE lo = 1 OR hi = 1
+UNION ALL
+SELECT run_id, name_id, step, value, flag FROM ranked
+WHERE (lo = 1 OR hi = 1) AND step <> s0 AND step <> s1
 ORDER BY run_id, name_id, step
 """
 )
@@ -89,15 +94,19 @@ def series_sql(dialect: str) -> TextClause:
 
 LATEST_SQL: TextClause = text(
     """
-SELECT m.run_id, m.name_id, m.value
-FROM metrics m
-JOIN (SELECT run_id, name_id, MAX(step) AS step
-      FROM metrics
-      WHERE run_id IN :run_ids AND name_id IN :name_ids
-      GROUP BY run_id, name_id) l
-  ON m.run_id = l.run_id AND m.name_id = l.name_id AND m.step = l.step
+WITH pairs AS (
+  SELECT r.id AS run_id, n.id AS name_id,
+         (SELECT MAX(m.step) FROM metrics m
+          WHERE m.run_id = r.id AND m.name_id = n.id) AS step
+  FROM runs r CROSS JOIN metric_names n
+  WHERE r.id IN :run_ids AND n.id IN :name_ids
+)
+SELECT p.run_id, p.name_id, m.value
+FROM pairs p
+JOIN metrics m ON m.run_id = p.run_id AND m.name_id = p.name_id AND m.step = p.step
 """
 ).bindparams(bindparam("run_ids", expanding=True), bindparam("name_ids", expanding=True))
+"""One primary-key probe per (run, name) for its newest step, not a scan of every row."""
 
 HISTORY_SQL: TextClause = text(
     """

@@ -213,6 +213,17 @@ def test_series_downsampled_in_sql_keeps_spikes_first_and_last(
         50,
     )
     assert kept == ref
+    # ties everywhere (a constant series) and infinite spikes: still bounded, still kept
+    flat: list[Step] = [
+        (s, {"flat": 1.0, "spiky": -math.inf if s == 300 else math.inf if s == 700 else 0.0}, {})
+        for s in range(1, 1001)
+    ]
+    st.write_steps(r2, flat)
+    got = st.series([r2], ["flat", "spiky"], max_points=20)
+    flat_pts = [p for p in got if p.name == "flat"]
+    spiky = {p.step: p.flag for p in got if p.name == "spiky"}
+    assert 2 <= len(flat_pts) <= 20 and {1, 1000} <= {p.step for p in flat_pts}
+    assert len(spiky) <= 20 and spiky[300] == "-inf" and spiky[700] == "inf"
     with pytest.raises(StoreError, match="max_points must be at least 4"):
         st.series([r1], [SCORE], max_points=3)
     assert st.series([], [SCORE]) == [] and st.series([r1], []) == []
