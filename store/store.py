@@ -8,7 +8,6 @@ short transactions that take the write lock up front; ``write_steps`` is the bul
 
 from __future__ import annotations
 
-import csv
 import json
 import math
 import time
@@ -17,14 +16,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
-from sqlalchemy import Connection, Engine, delete, func, select, update
+from sqlalchemy import Connection, Engine, func, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import URL
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session
 
 from . import engine as eng
-from . import ingest, reads
+from . import export, ingest, reads
 from .errors import StoreError
 from .rows import DecisionRow, DistRow, Point, RunRow, SweepRow
 from .schema import (
@@ -319,17 +318,6 @@ class Store:
 
         self._write(go)
 
-    def delete_run_data(self, run_id: int) -> None:
-        """Drop a run's metrics, distributions and decisions (keeps the run row)."""
-        from .schema import Metric
-
-        def go(conn: Connection) -> None:
-            for model in (Metric, Distribution, Decision):
-                conn.execute(delete(model).where(model.run_id == run_id))  # type: ignore[attr-defined]
-            conn.execute(update(Run).where(Run.id == run_id).values(last_step=None))
-
-        self._write(go)
-
     # --- reads -----------------------------------------------------------------------
 
     def sweeps(self) -> list[SweepRow]:
@@ -528,31 +516,11 @@ class Store:
     def export_run(self, run_id: int, path: str | Path) -> int:
         """Write a run's metrics as a log ``gapwatch replay`` reads; returns the step count.
 
-        ``.jsonl``: one object per step, ``{"step": n, name: value, ...}`` (non-finite
-        values as the JSON tokens NaN / Infinity / -Infinity, which Python reads back).
-        ``.csv``: rows ``step,name,value`` (values ``nan`` / ``inf`` / ``-inf``).
+        ``.jsonl`` or ``.csv`` by the file name (formats: ``store.export``).
         """
-        out = Path(path)
-        suffix = out.suffix.lower()
-        if suffix not in (".jsonl", ".csv"):
-            raise StoreError(f"cannot export to {out}: name the file .jsonl or .csv")
-        if not out.parent.exists():
-            raise StoreError(f"directory {out.parent} does not exist: create it first")
+        out = export.check_target(path)
         self.run(run_id)  # refuses an unknown run with a clear line
-        hist = self.history(run_id)
-        with out.open("w", encoding="utf-8", newline="") as fh:
-            if suffix == ".jsonl":
-                for row in hist:
-                    fh.write(json.dumps(row) + "\n")
-            else:
-                w = csv.writer(fh)
-                w.writerow(["step", "name", "value"])
-                for row in hist:
-                    step = row["step"]
-                    for name, value in row.items():
-                        if name != "step":
-                            w.writerow([step, name, repr(value) if value is not None else ""])
-        return len(hist)
+        return export.write_log(self.history(run_id), out)
 
 
 def open_store(url: str | None = None, *, read_only: bool = False) -> Store:

@@ -295,6 +295,13 @@ def test_export_run_jsonl_and_csv(st: Store, make_run: Callable[..., int], tmp_p
     assert st.export_run(rid, tmp_path / "r.csv") == 2
     rows = (tmp_path / "r.csv").read_text().splitlines()
     assert rows[0] == "step,name,value" and f"2,{SCORE},-0.1" in rows and f"1,{GAP},nan" in rows
+    # what `gapwatch replay` reads back is the run's history, in both formats
+    from orchestrator.logs import read_log
+
+    for name in ("r.jsonl", "r.csv"):
+        back = read_log(tmp_path / name).rows
+        assert [sorted(r) for r in back] == [sorted(r) for r in st.history(rid)]
+        assert back[1] == {"step": 2, SCORE: -0.1} and math.isnan(back[0][GAP])
     with pytest.raises(StoreError, match="name the file .jsonl or .csv"):
         st.export_run(rid, tmp_path / "r.txt")
     with pytest.raises(StoreError, match="no run with id 77"):
