@@ -2,13 +2,14 @@
 
 REAL RUNS of ``workers.train`` on this machine's CPU, unlike the synthetic seed
 reconstruction in ``make_seed_logs.py``: the quickstart defaults (``RunConfig`` quick
-preset: mul task, 8 tasks x 4 trajectories, 48-token budget, lr 1e-3, correction none),
-seed 0, dense vs ``quant`` 2 bits on every layer's output. About 5 minutes on 2 busy
-cores for 15 steps each::
+preset: mul task, 8 tasks x 4 trajectories, 48-token budget, correction none) at a given
+learning rate, seed 0, dense vs ``quant`` 2 bits on every layer's output. About 4-5
+minutes on 2 busy cores for 12-15 steps each::
 
-    .venv/bin/python examples/logs/make_tiny_logs.py --steps 15
+    .venv/bin/python examples/logs/make_tiny_logs.py --steps 15 --lr 1e-3
+    .venv/bin/python examples/logs/make_tiny_logs.py --steps 12 --lr 1e-4
 
-writes ``tiny_dense_seed0.jsonl`` and ``tiny_quant2_seed0.jsonl`` next to this file.
+writes ``tiny_{dense,quant2}_lr<lr>_seed<seed>.jsonl`` next to this file.
 """
 
 from __future__ import annotations
@@ -21,9 +22,14 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 RUNS: dict[str, dict[str, Any]] = {
-    "tiny_dense_seed0": {},
-    "tiny_quant2_seed0": {"compression": "quant", "compression_kwargs": {"bits": 2}},
+    "dense": {},
+    "quant2": {"compression": "quant", "compression_kwargs": {"bits": 2}},
 }
+
+
+def stem(run: str, lr: float, seed: int) -> str:
+    """``tiny_<run>_lr<lr>_seed<seed>``, the file name (without ``.jsonl``)."""
+    return f"tiny_{run}_lr{lr:g}_seed{seed}"
 
 
 def write_jsonl(history: list[dict[str, Any]], path: Path) -> None:
@@ -43,14 +49,17 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--steps", type=int, default=15)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--lr", type=float, default=1e-3)
     args = ap.parse_args()
-    for stem, extra in RUNS.items():
+    for run, extra in RUNS.items():
+        name = stem(run, args.lr, args.seed)
         cfg = RunConfig.from_dict(
-            {"name": stem, "steps": args.steps, "seed": args.seed, "num_threads": 2, **extra}
+            {"name": name, "steps": args.steps, "seed": args.seed, "lr": args.lr}
+            | {"num_threads": 2, **extra}
         )
         hist = [{"step": r.step, **r.metrics} for r in train(cfg)]
-        write_jsonl(hist, HERE / f"{stem}.jsonl")
-        print(f"wrote {HERE / f'{stem}.jsonl'} ({len(hist)} steps)")
+        write_jsonl(hist, HERE / f"{name}.jsonl")
+        print(f"wrote {HERE / f'{name}.jsonl'} ({len(hist)} steps)")
 
 
 if __name__ == "__main__":

@@ -249,8 +249,8 @@ def test_rules_and_config_selection(tmp_path: Path, capsys: Any) -> None:
 
 def test_real_tiny_model_logs() -> None:
     """Real runs of the tiny model (examples/logs/make_tiny_logs.py, quickstart defaults)."""
-    quant = read_log(LOGS / "tiny_quant2_seed0.jsonl").rows
-    dense = read_log(LOGS / "tiny_dense_seed0.jsonl").rows
+    quant = read_log(LOGS / "tiny_quant2_lr0.001_seed0.jsonl").rows
+    dense = read_log(LOGS / "tiny_dense_lr0.001_seed0.jsonl").rows
     rs = rules.build()
     res = replay(quant, dense, rs)
     first_below = next(r["step"] for r in quant if r[N.SCORE_MEAN] < 0)
@@ -262,3 +262,9 @@ def test_real_tiny_model_logs() -> None:
     dres = replay(dense, None, rs)
     assert dres.stop is not None and dres.stop.rule == "score_collapse"
     assert max(r[N.SCORE_MEAN] for r in dense[7:]) <= 0.0
+    # At lr 1e-4 neither collapses within 12 steps: only the gap warning
+    quant = read_log(LOGS / "tiny_quant2_lr0.0001_seed0.jsonl").rows
+    dense = read_log(LOGS / "tiny_dense_lr0.0001_seed0.jsonl").rows
+    assert replay(dense, None, rs).decisions == []
+    res = replay(quant, dense, rs)
+    assert [(d.rule, d.action, d.step) for d in res.decisions] == [("gap_vs_control", "warn", 1)]

@@ -222,6 +222,17 @@ def test_ess_collapse_and_its_verl_fallback() -> None:
     assert first(rules.get("ess_collapse"), verl).evidence["metric"] == N.IS_ESS
 
 
+def test_ess_low_from_the_start_is_not_a_collapse() -> None:
+    # the 2-bit codec's post-tool ESS is erratic and low from step 1 (examples/logs, lr 1e-4)
+    vals = [0.052, 0.053, 0.218, 0.055, 0.155, 0.014, 0.267, 0.33, 0.5, 0.22, 0.54, 0.68]
+    hist = [{"step": i + 1, N.ess("post_tool"): v} for i, v in enumerate(vals + [0.05] * 5)]
+    assert never(rules.get("ess_collapse"), hist)
+    assert first(rules.get("ess_collapse", baseline_steps=None), hist).step == 6  # as measured
+    fell = [{"step": s, N.ess("post_tool"): 0.9 if s <= 3 else 0.1} for s in range(1, 9)]
+    d = first(rules.get("ess_collapse"), fell)
+    assert (d.step, d.evidence["baseline"]) == (6, 0.9)
+
+
 def test_gap_vs_control_warns_once_at_step_one() -> None:
     r = rules.get("gap_vs_control")
     t = [{"step": 1, N.PROBS_DIFF_MEAN: 0.61}, {"step": 2, N.PROBS_DIFF_MEAN: 0.6}]
@@ -299,9 +310,10 @@ CROSSING: dict[str, Row] = {
 @pytest.mark.parametrize("grace", [0, 4])
 def test_streak_rules_respect_grace(name: str, grace: int) -> None:
     hist = [{"step": s, **CROSSING[name]} for s in range(1, 12)]
-    r = rules.get(name, grace=grace, k=2)
+    extra = {"baseline_steps": None} if name == "ess_collapse" else {}  # crossing from step 1
+    r = rules.get(name, grace=grace, k=2, **extra)
     assert first(r, hist).step == max(grace + 1, 2)
-    default = rules.get(name)
+    default = rules.get(name, **extra)
     assert first(default, hist).step == max(default.grace + 1, int(default.params()["k"]))
 
 
