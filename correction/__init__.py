@@ -10,6 +10,21 @@ Depends on numpy and torch only: no config objects, no I/O, no distributed calls
 - ``names``: the one dictionary of metric names.
 """
 
-from correction import diagnostics, names, sketch, strategies
+from __future__ import annotations
+
+import importlib
+from types import ModuleType
+from typing import TYPE_CHECKING
 
 __all__ = ["diagnostics", "names", "sketch", "strategies"]
+
+if TYPE_CHECKING:
+    from correction import diagnostics, names, sketch, strategies
+
+
+def __getattr__(name: str) -> ModuleType:
+    # Submodules load on first use, so `from correction import names` (rules, replay, the
+    # store's readers) does not pay for importing torch.
+    if name in __all__:
+        return importlib.import_module(f"correction.{name}")
+    raise AttributeError(f"module 'correction' has no attribute {name!r}")
