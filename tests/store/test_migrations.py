@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import multiprocessing as mp
 import sqlite3
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 from alembic.autogenerate import compare_metadata
@@ -175,3 +177,48 @@ def test_sqlite_pragmas(tmp_path: Path) -> None:
     with raw.connect() as conn:  # WAL persists in the file for every later opener
         assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
     raw.dispose()
+
+
+def _open_and_write(url: str, trial: str, start: Any) -> None:
+    start.wait(30)
+    with open_store(url) as st:
+        sid = st.ensure_sweep("race", "")
+        rid = st.ensure_run(
+            sid,
+            trial,
+            role="control",
+            pair_key="p",
+            seed=0,
+            compression="n",
+            correction="n",
+            config={},
+        )
+        st.write_steps(rid, [(1, {"m": 1.0}, {})])
+
+
+def test_two_processes_creating_one_new_store_at_once(store_url: str) -> None:
+    ctx = mp.get_context("fork")
+    start = ctx.Barrier(2)
+    procs = [ctx.Process(target=_open_and_write, args=(store_url, f"t{i}", start)) for i in (0, 1)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(60)
+    assert [p.exitcode for p in procs] == [0, 0]
+    with open_store(store_url) as st:
+        assert st.revision() == "0003"
+        assert sorted(r.trial_id for r in st.runs()) == ["t0", "t1"]
+
+
+def test_in_memory_sqlite_store() -> None:
+    with open_store("sqlite://") as st:
+        sid = st.ensure_sweep("mem", "")
+        assert [s.id for s in st.sweeps()] == [sid] and st.revision() == "0003"
+
+
+def test_missing_postgres_database_is_named(pg_database: tuple[str, str] | None) -> None:
+    if pg_database is None:
+        pytest.skip("no PostgreSQL server at 127.0.0.1:5432")
+    user = pg_database[0]
+    with pytest.raises(StoreError, match="database 'gapwatch_no_such_db' does not exist"):
+        open_store(f"postgresql://{user}@127.0.0.1:5432/gapwatch_no_such_db")
