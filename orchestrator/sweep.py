@@ -69,6 +69,25 @@ def _quiet_ray_env() -> None:
         logging.getLogger(name).setLevel(logging.ERROR)
 
 
+def _probe(address: str, timeout_s: float = 5.0) -> None:
+    """Fail in seconds, not minutes, where nothing listens at host:port (Ray retries long)."""
+    import socket
+
+    host, sep, port = address.rpartition(":")
+    if address == "auto" or "://" in address or not sep:
+        return
+    if not port.isdigit() or not host:
+        raise GapwatchError(f"--address {address!r}: write it as host:port or auto")
+    try:
+        with socket.create_connection((host, int(port)), timeout=timeout_s):
+            pass
+    except OSError as exc:
+        raise GapwatchError(
+            f"cannot join the Ray cluster at {address!r}: nothing answers there ({exc.strerror or exc}); "
+            "start one with `ray start --head`, or drop --address to run locally"
+        ) from None
+
+
 def _token_auth_if_available() -> None:
     """Joining a cluster: use token auth where a Ray token is at hand.
 
@@ -111,6 +130,7 @@ def init_ray(address: str | None) -> bool:
             **common,
         )
         return True
+    _probe(address)
     _token_auth_if_available()
     try:
         ray.init(address=address, **common)
@@ -185,23 +205,48 @@ def execute_sweep(
         raise GapwatchError(
             f"no sweep named {cfg.name!r} in the store to resume; run without --resume to start it"
         )
+    finished = (
+        {r.trial_id: r for r in st.runs(sweep_id=existing.id) if r.status in FINISHED}
+        if existing is not None
+        else {}
+    )
+    # Ray first: a cluster that cannot be joined leaves no sweep row behind
+    needed = any(s.trial_key not in finished for s in specs)
+    started = init_ray(address or cfg.ray_address) if needed else False
+    try:
+        return _run(cfg, config_text, st, url, specs, finished, storage=storage, live=live, t0=t0)
+    finally:
+        if started:
+            import ray
+
+            ray.shutdown()
+
+
+def _run(
+    cfg: SweepConfig,
+    config_text: str,
+    st: Any,
+    url: str | None,
+    specs: list[TrialSpec],
+    finished: dict[str, Any],
+    *,
+    storage: Path,
+    live: bool,
+    t0: float,
+) -> SweepOutcome:
     sweep_id = st.ensure_sweep(cfg.name, config_text)
     state = SweepState.of([s.to_dict() for s in specs])
-    done: set[str] = set()
-    if resume:
-        stored = {r.trial_id: r for r in st.runs(sweep_id=sweep_id)}
-        for key, row in state.rows.items():
-            r = stored.get(key)
-            if r is not None and r.status in FINISHED:
-                done.add(key)
-                row.status = "skipped"
-                row.stop_rule, row.stop_step = r.stop_rule, r.stop_step
-                row.step = int(r.stop_step or cfg.steps) if r.status == "stopped" else cfg.steps
-    todo = [s for s in specs if s.trial_key not in done]
+    # Finished in an earlier run of this sweep: shown, not re-run
+    for key, r in finished.items():
+        if key in state.rows:
+            row = state.rows[key]
+            row.status = "skipped"
+            row.stop_rule, row.stop_step = r.stop_rule, r.stop_step
+            row.step = int(r.last_step or 0)
+    todo = [s for s in specs if s.trial_key not in finished]
     st.set_sweep_status(sweep_id, "running")
     status = "completed"
     if todo:
-        started = init_ray(address or cfg.ray_address)
         recorder = Recorder(url, sweep_id, state)
         monitor = Monitor(cfg.rules, state, recorder, stopping=cfg.stopping)
         callbacks: list[Any] = [recorder]
@@ -210,14 +255,13 @@ def execute_sweep(
             callbacks.append(table)
         try:
             _tuner(cfg, todo, monitor, callbacks, storage).fit()
+        except BaseException:
+            st.set_sweep_status(sweep_id, "interrupted")
+            raise
         finally:
             if table is not None:
                 table.close()
             recorder.flush()
-            if started:
-                import ray
-
-                ray.shutdown()
         if any(state.rows[s.trial_key].status in ("pending", "running") for s in todo):
             status = "interrupted"
         elif all(state.rows[s.trial_key].status == "failed" for s in todo):
