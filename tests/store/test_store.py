@@ -7,11 +7,14 @@ import math
 import multiprocessing as mp
 import random
 import re
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st_
 from sqlalchemy import text
 
 import store
@@ -356,3 +359,78 @@ def test_two_processes_writing_at_once_lose_no_row(store_url: str) -> None:
         assert [len(st.history(r)) for r in own] == [n_calls, n_calls]
         assert st.run(shared).last_step == 1000 + n_calls - 1
         assert len(st.metric_names(shared)) == n_names
+
+
+@settings(
+    max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    values=st_.lists(
+        st_.one_of(
+            st_.floats(-1e6, 1e6, allow_nan=False),
+            st_.sampled_from([math.nan, math.inf, -math.inf, 0.0]),
+        ),
+        min_size=1,
+        max_size=400,
+    ),
+    max_points=st_.integers(4, 60),
+)
+def test_downsampling_invariants(
+    st: Store, make_run: Callable[..., int], values: list[float], max_points: int
+) -> None:
+    """Bounded, first and last kept, global extremes kept, every point a stored row."""
+    rid = make_run(trial=f"h{len(values)}-{max_points}-{random.random()}")
+    st.write_steps(rid, [(i + 1, {"h": v}, {}) for i, v in enumerate(values)])
+    pts = st.series([rid], ["h"], max_points=max_points)
+    assert len(pts) == len(values) if len(values) <= max_points else len(pts) <= max_points
+    steps = [p.step for p in pts]
+    assert steps == sorted(set(steps)) and steps[0] == 1 and steps[-1] == len(values)
+    for p in pts:  # every point is the stored row, value or flag
+        v = values[p.step - 1]
+        if math.isfinite(v):
+            assert (p.value, p.flag) == (v, None)
+        else:
+            assert p.value is None and p.flag == (
+                "nan" if math.isnan(v) else "inf" if v > 0 else "-inf"
+            )
+    finite = [v for v in values if math.isfinite(v)]
+    kept = {p.value for p in pts if p.value is not None}
+    if finite and not any(math.isinf(v) or math.isnan(v) for v in values):
+        assert min(finite) in kept and max(finite) in kept
+    if any(math.isnan(v) or v == math.inf for v in values):
+        assert any(p.flag in ("nan", "inf") for p in pts)
+    if any(v == -math.inf for v in values):
+        assert any(p.flag == "-inf" for p in pts)
+
+
+def test_read_only_store_is_safe_across_threads(store_url: str) -> None:
+    with open_store(store_url) as w:
+        sid = w.ensure_sweep("s", "")
+        rid = w.ensure_run(
+            sid,
+            "t",
+            role="control",
+            pair_key="p",
+            seed=0,
+            compression="n",
+            correction="n",
+            config={},
+        )
+        w.write_steps(rid, [(s, {SCORE: float(s)}, {}) for s in range(1, 101)])
+    errors: list[BaseException] = []
+    with open_store(store_url, read_only=True) as ro:
+
+        def reader() -> None:
+            try:
+                for _ in range(20):
+                    assert len(ro.series([rid], [SCORE], max_points=10)) <= 10
+                    assert ro.latest([rid], [SCORE]) == {rid: {SCORE: 100.0}}
+            except BaseException as exc:  # noqa: BLE001 - collected and re-raised below
+                errors.append(exc)
+
+        threads = [threading.Thread(target=reader) for _ in range(6)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+    assert errors == []
