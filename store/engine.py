@@ -60,7 +60,9 @@ def resolve_url(url: str | None) -> URL:
 
 
 def display(u: URL) -> str:
-    """The URL as text with any password masked."""
+    """The URL as text with any password masked (SQLite without the driver name)."""
+    if u.drivername == "sqlite+pysqlite":
+        u = u.set(drivername="sqlite")
     return u.render_as_string(hide_password=True)
 
 

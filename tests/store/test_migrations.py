@@ -159,7 +159,7 @@ def test_unreachable_postgresql_is_one_clear_line() -> None:
 
 def test_url_resolution(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(eng.ENV_VAR, raising=False)
-    assert eng.display(eng.resolve_url(None)) == "sqlite+pysqlite:///./gapwatch.db"
+    assert eng.display(eng.resolve_url(None)) == "sqlite:///./gapwatch.db"
     monkeypatch.setenv(eng.ENV_VAR, "postgresql://u:secret@h:5433/d")
     u = eng.resolve_url(None)
     assert u.drivername == "postgresql+psycopg" and "secret" not in eng.display(u)
