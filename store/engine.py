@@ -175,7 +175,7 @@ def translate(exc: BaseException, u: URL) -> StoreError:
         if "locked" in low or "busy" in low:
             return StoreError(
                 f"store {where} stayed locked by another writer for "
-                f"{BUSY_TIMEOUT_MS // 1000} s: retry, or stop the other writer"
+                f"{BUSY_TIMEOUT_MS / 1000:g} s (and retries): retry, or stop the other writer"
             )
         if "readonly" in low or "read-only" in low:
             return StoreError(f"store {where} is read-only here ({msg}): open it for writing")

@@ -7,6 +7,7 @@ import math
 import multiprocessing as mp
 import random
 import re
+import sqlite3
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -434,3 +435,27 @@ def test_read_only_store_is_safe_across_threads(store_url: str) -> None:
         for t in threads:
             t.join(60)
     assert errors == []
+
+
+def test_sqlite_writer_waits_out_a_held_lock_then_says_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from store import engine as eng
+
+    monkeypatch.setattr(eng, "BUSY_TIMEOUT_MS", 100)  # 0.1 s per attempt, 5 attempts
+    path = tmp_path / "locked.db"
+    with open_store(f"sqlite:///{path}") as st:
+        sid = st.ensure_sweep("s", "")
+        other = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        other.execute("BEGIN IMMEDIATE")  # another writer holds the write lock for 0.3 s
+        timer = threading.Timer(0.3, other.execute, args=("COMMIT",))
+        timer.start()
+        st.set_sweep_status(sid, "completed")  # waits (busy timeout + retries), then writes
+        timer.join()
+        assert st.sweeps()[0].status == "completed"
+        other.execute("BEGIN IMMEDIATE")  # now held for good
+        with pytest.raises(StoreError, match="stayed locked by another writer"):
+            st.set_sweep_status(sid, "failed")
+        other.execute("COMMIT")
+        other.close()
+        assert st.sweeps()[0].status == "completed"
