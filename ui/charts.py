@@ -1,11 +1,15 @@
-"""Altair charts for the comparison and run pages.
+"""Vega-Lite chart specs for the pages, drawn with ``st.vega_lite_chart``.
 
-One chart per figure with every chosen run on one axis (colour = run), a hover rule that
-shows every run's value at the nearest step, optional horizontal reference lines (zero
-for the score, the token budget for lengths) and the stop step of each stopped run as a
-vertical rule labelled with the rule's name. ECDFs draw |log-ratio| on a log axis.
+One chart per figure with every chosen run on one axis (colour = run, dash = slice), a
+hover rule that shows every run's value at the nearest step in one tooltip (W&B style),
+optional horizontal reference lines (zero for the score, the token budget for lengths)
+and the stop step of each stopped run as a red vertical rule labelled with the rule name.
+ECDFs draw |log-ratio| on a log axis.
 
-Frames come from ``ui.data.series_frame`` / ``ui.data.ecdf_frame``; nothing here reads
+The specs are plain dicts with their data as named pandas datasets (Streamlit ships them
+as Arrow). They are written by hand rather than through Altair because Altair's object
+construction and schema validation cost about 0.1 s per chart, which a page of eight
+charts over many runs cannot afford. Frames come from ``ui.data``; nothing here reads
 the store.
 """
 
@@ -13,13 +17,21 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Final
+from typing import Any
 
-import altair as alt
 import pandas as pd
 
 HEIGHT = 260
-PALETTE: Final = "tableau10"
+PALETTE = "tableau10"
+STOP_COLOR = "#d62728"
+REF_COLOR = "#555555"
+HOVER_STEPS = 150
+"""Steps the hover rule snaps to (see :func:`hover_frame`)."""
+
+Spec = dict[str, Any]
+CONFIG: Spec = {"aria": False, "mark": {"aria": False}}
+"""No ARIA attributes per mark: with thousands of points they cost more to draw than the
+marks themselves; the page states the same figures in its tables and captions."""
 
 
 @dataclass(frozen=True)
@@ -29,6 +41,96 @@ class StopMark:
     run: str
     step: int
     rule: str
+
+
+def _q(field: str, title: str | None = None, **kw: Any) -> dict[str, Any]:
+    enc: dict[str, Any] = {"field": field, "type": "quantitative", **kw}
+    if title is not None:
+        enc["title"] = title
+    return enc
+
+
+def _n(field: str, title: str | None = None, **kw: Any) -> dict[str, Any]:
+    enc: dict[str, Any] = {"field": field, "type": "nominal", **kw}
+    if title is not None:
+        enc["title"] = title
+    return enc
+
+
+def _color(field: str, title: str) -> dict[str, Any]:
+    return _n(
+        field, title, scale={"scheme": PALETTE}, legend={"orient": "right", "labelLimit": 200}
+    )
+
+
+def _hlines(hlines: Sequence[tuple[float, str]], log: bool) -> tuple[list[Spec], pd.DataFrame]:
+    hdf = pd.DataFrame(
+        [{"y": float(y), "label": label} for y, label in hlines], columns=["y", "label"]
+    )
+    if log:
+        hdf = hdf[hdf["y"] > 0]
+    if hdf.empty:
+        return [], hdf
+    layers = [
+        {
+            "data": {"name": "hlines"},
+            "mark": {"type": "rule", "strokeDash": [4, 3], "color": REF_COLOR},
+            "encoding": {"y": _q("y")},
+        },
+        {
+            "data": {"name": "hlines"},
+            "mark": {"type": "text", "align": "left", "dx": 4, "dy": -6, "color": REF_COLOR},
+            "encoding": {"y": _q("y"), "x": {"value": 0}, "text": _n("label")},
+        },
+    ]
+    return layers, hdf
+
+
+def _stops(stops: Sequence[StopMark]) -> tuple[list[Spec], pd.DataFrame]:
+    sdf = pd.DataFrame(
+        [{"step": s.step, "rule": s.rule, "run": s.run} for s in stops],
+        columns=["step", "rule", "run"],
+    )
+    if sdf.empty:
+        return [], sdf
+    tooltip = [_n("run"), _n("rule"), _q("step")]
+    layers = [
+        {
+            "data": {"name": "stops"},
+            "mark": {"type": "rule", "color": STOP_COLOR, "strokeWidth": 2},
+            "encoding": {"x": _q("step"), "tooltip": tooltip},
+        },
+        {
+            "data": {"name": "stops"},
+            "mark": {
+                "type": "text",
+                "align": "left",
+                "dx": 3,
+                "baseline": "top",
+                "color": STOP_COLOR,
+            },
+            "encoding": {"x": _q("step"), "y": {"value": 2}, "text": _n("rule")},
+        },
+    ]
+    return layers, sdf
+
+
+def hover_frame(data: pd.DataFrame, max_steps: int = HOVER_STEPS) -> pd.DataFrame:
+    """Step -> one column per line key (``key``), at most ``max_steps`` evenly spaced steps.
+
+    Each line's value at a step is its newest point at or before it (downsampled series
+    of different runs keep different steps). Few steps keep the hover layer cheap: its
+    rules and the nearest-point search scale with them, not with the drawn points.
+    """
+    if data.empty:
+        return pd.DataFrame({"step": []})
+    wide = data.pivot_table(index="step", columns="key", values="value", aggfunc="last")
+    wide = wide.sort_index().ffill()
+    if len(wide) > max_steps:
+        pick = sorted({round(i * (len(wide) - 1) / (max_steps - 1)) for i in range(max_steps)})
+        wide = wide.iloc[pick]
+    wide.columns = [str(c) for c in wide.columns]
+    return wide.reset_index()
 
 
 def line_chart(
@@ -41,133 +143,147 @@ def line_chart(
     stops: Sequence[StopMark] = (),
     color_by: str = "run",
     dash_by: str | None = None,
-) -> alt.LayerChart | alt.FacetChart:
-    """Lines of ``value`` over ``step`` per ``color_by`` (and ``dash_by``) with hover tooltips.
+) -> Spec:
+    """Lines of ``value`` over ``step`` per ``color_by`` (and ``dash_by``) with a hover rule.
 
-    ``df`` has columns step, value, run (+ the dash column). Non-finite values are NaN
-    and leave a gap in the line. On a log axis non-positive values cannot be drawn and
-    are left out (the page says so).
+    ``df`` has columns step, value, run (+ the dash column). Non-finite values (NaN) are
+    left out, so a line runs straight across them (the page lists where they are). On a
+    log axis non-positive values cannot be drawn and are left out too.
     """
-    data = df.dropna(subset=["value"])
+    cols = ["step", "value", color_by, *([dash_by] if dash_by else [])]
+    data = df.dropna(subset=["value"])[cols]
     if log:
         data = data[data["value"] > 0]
-    scale = alt.Scale(type="log") if log else alt.Scale(zero=False)
-    enc_color = alt.Color(
-        f"{color_by}:N",
-        title=color_by,
-        scale=alt.Scale(scheme=PALETTE),
-        legend=alt.Legend(orient="right", labelLimit=180),
-    )
-    tooltip = [
-        alt.Tooltip(f"{color_by}:N"),
-        alt.Tooltip("step:Q"),
-        alt.Tooltip("value:Q", format=".4g"),
-    ]
+    # one tooltip column per line (k0, k1, ...) in a step -> values frame built here
+    key_cols = [color_by, dash_by] if dash_by else [color_by]
+    labels = [tuple(str(x) for x in row) for row in data[key_cols].itertuples(index=False)]
+    keys = {label: f"k{i}" for i, label in enumerate(dict.fromkeys(labels))}
+    hover = hover_frame(data.assign(key=[keys[label] for label in labels]))
+    x = _q("step", "step")
+    y = _q("value", y_title, scale={"type": "log"} if log else {"zero": False})
+    line_enc: dict[str, Any] = {"x": x, "y": y, "color": _color(color_by, color_by)}
     if dash_by:
-        tooltip.insert(1, alt.Tooltip(f"{dash_by}:N"))
-    base = alt.Chart(data).encode(
-        x=alt.X("step:Q", title="step"),
-        y=alt.Y("value:Q", title=y_title, scale=scale),
-        color=enc_color,
-    )
-    line_enc = {"strokeDash": alt.StrokeDash(f"{dash_by}:N", title=dash_by)} if dash_by else {}
-    lines = base.mark_line(strokeWidth=1.6, interpolate="linear").encode(**line_enc)
-    hover = alt.selection_point(
-        fields=["step"], nearest=True, on="pointerover", clear="pointerout", empty=False
-    )
-    points = (
-        base.mark_point(size=40, filled=True)
-        .encode(opacity=alt.condition(hover, alt.value(1.0), alt.value(0.0)), tooltip=tooltip)
-        .add_params(hover)
-    )
-    rule = (
-        alt.Chart(data)
-        .mark_rule(color="#888")
-        .encode(x="step:Q", opacity=alt.condition(hover, alt.value(0.5), alt.value(0.0)))
-        .transform_filter(hover)
-    )
-    layers: list[alt.Chart] = [lines, points, rule]
-    if hlines:
-        hdf = pd.DataFrame([{"y": y, "label": label} for y, label in hlines])
-        if log:
-            hdf = hdf[hdf["y"] > 0]
-        if not hdf.empty:
-            h = alt.Chart(hdf).encode(y="y:Q")
-            layers.append(h.mark_rule(strokeDash=[4, 3], color="#555"))
-            layers.append(
-                h.mark_text(align="left", dx=4, dy=-6, color="#555").encode(
-                    x=alt.value(0), text="label:N"
-                )
-            )
-    if stops:
-        sdf = pd.DataFrame([{"step": s.step, "rule": s.rule, "run": s.run} for s in stops])
-        s = alt.Chart(sdf).encode(x="step:Q")
-        layers.append(
-            s.mark_rule(color="#d62728", strokeWidth=2).encode(
-                tooltip=[alt.Tooltip("run:N"), alt.Tooltip("rule:N"), alt.Tooltip("step:Q")]
-            )
-        )
-        layers.append(
-            s.mark_text(align="left", dx=3, baseline="top", color="#d62728").encode(
-                y=alt.value(2), text="rule:N"
-            )
-        )
-    return alt.layer(*layers).properties(title=title, height=HEIGHT)
+        line_enc["strokeDash"] = _n(dash_by, dash_by)
+    tooltip = [_q("step", "step")] + [
+        _q(k, " · ".join(label), format=".4g") for label, k in keys.items()
+    ]
+    layers: list[Spec] = [
+        {
+            "data": {"name": "series"},
+            "mark": {"type": "line", "strokeWidth": 1.6},
+            "encoding": line_enc,
+        },
+        {
+            "data": {"name": "hover"},
+            "mark": {"type": "rule", "color": "#888888"},
+            "encoding": {
+                "x": _q("step"),
+                "opacity": {
+                    "condition": {"param": "hover", "empty": False, "value": 0.6},
+                    "value": 0,
+                },
+                "tooltip": tooltip,
+            },
+            "params": [
+                {
+                    "name": "hover",
+                    "select": {
+                        "type": "point",
+                        "fields": ["step"],
+                        "nearest": True,
+                        "on": "pointerover",
+                        "clear": "pointerout",
+                    },
+                }
+            ],
+        },  # fmt: skip
+        {
+            "data": {"name": "series"},
+            "transform": [{"filter": {"param": "hover", "empty": False}}],
+            "mark": {"type": "point", "filled": True, "size": 40},
+            "encoding": {"x": x, "y": y, "color": _color(color_by, color_by)},
+        },
+    ]
+    datasets: dict[str, pd.DataFrame] = {"series": data, "hover": hover}
+    h_layers, hdf = _hlines(hlines, log)
+    if h_layers:
+        layers += h_layers
+        datasets["hlines"] = hdf
+    s_layers, sdf = _stops(stops)
+    if s_layers:
+        layers += s_layers
+        datasets["stops"] = sdf
+    return {
+        "title": title,
+        "height": HEIGHT,
+        "config": CONFIG,
+        "layer": layers,
+        "datasets": datasets,
+    }
 
 
-def ecdf_chart(df: pd.DataFrame, *, title: str) -> alt.Chart:
+def ecdf_chart(df: pd.DataFrame, *, title: str) -> Spec:
     """ECDF step lines of |log-ratio| (log x axis) per run, dashed by step label.
 
     ``df`` has columns value, cdf, run, step (a label such as ``"step 12"``).
     """
-    data = df[df["value"] > 0]
+    data = df[df["value"] > 0][["value", "cdf", "run", "step"]]
     labels = sorted(data["step"].unique(), key=lambda s: int(str(s).split()[-1]))
-    return (
-        alt.Chart(data)
-        .mark_line(interpolate="step-after", strokeWidth=1.6)
-        .encode(
-            x=alt.X("value:Q", title="|log-ratio|", scale=alt.Scale(type="log")),
-            y=alt.Y("cdf:Q", title="fraction of tokens <= x", scale=alt.Scale(domain=[0, 1])),
-            color=alt.Color(
-                "run:N",
-                scale=alt.Scale(scheme=PALETTE),
-                legend=alt.Legend(orient="right", labelLimit=180),
-            ),
-            strokeDash=alt.StrokeDash("step:N", title="step", sort=labels),
-            tooltip=[
-                alt.Tooltip("run:N"),
-                alt.Tooltip("step:N"),
-                alt.Tooltip("value:Q", format=".3g", title="|log-ratio|"),
-                alt.Tooltip("cdf:Q", format=".3f"),
+    return {
+        "title": title,
+        "height": HEIGHT,
+        "config": CONFIG,
+        "mark": {"type": "line", "interpolate": "step-after", "strokeWidth": 1.6},
+        "encoding": {
+            "x": _q("value", "|log-ratio|", scale={"type": "log"}),
+            "y": _q("cdf", "fraction of tokens <= x", scale={"domain": [0, 1]}),
+            "color": _color("run", "run"),
+            "strokeDash": _n("step", "step", sort=labels),
+            "tooltip": [
+                _n("run"),
+                _n("step"),
+                _q("value", "|log-ratio|", format=".3g"),
+                _q("cdf", "cdf", format=".3f"),
             ],
-        )
-        .properties(title=title, height=HEIGHT)
-    )
+        },  # fmt: skip
+        "data": {"name": "ecdf"},
+        "datasets": {"ecdf": data},
+    }
 
 
-def outcome_chart(df: pd.DataFrame) -> alt.LayerChart | alt.FacetChart:
+def outcome_chart(df: pd.DataFrame) -> Spec:
     """One point per run: final score against mean gap (log x), colour = strategy,
     shape = status; the zero score line drawn. ``df``: run, strategy, status, score, gap.
     """
     data = df.dropna(subset=["score", "gap"])
-    data = data[data["gap"] > 0]
-    points = (
-        alt.Chart(data)
-        .mark_point(size=80, filled=True, opacity=0.85)
-        .encode(
-            x=alt.X("gap:Q", title="mean probability gap", scale=alt.Scale(type="log")),
-            y=alt.Y("score:Q", title="final score"),
-            color=alt.Color(
-                "strategy:N", scale=alt.Scale(scheme=PALETTE),
-                legend=alt.Legend(orient="right", labelLimit=180),
-            ),
-            shape=alt.Shape("status:N"),
-            tooltip=[
-                alt.Tooltip("run:N"), alt.Tooltip("strategy:N"), alt.Tooltip("status:N"),
-                alt.Tooltip("score:Q", format=".3f"), alt.Tooltip("gap:Q", format=".4g"),
-            ],
-        )
-    )  # fmt: skip
-    zero = alt.Chart(pd.DataFrame({"y": [0.0]})).mark_rule(strokeDash=[4, 3], color="#555")
-    layered = alt.layer(points, zero.encode(y="y:Q"))
-    return layered.properties(title="Final score vs mean gap, one point per run", height=HEIGHT)
+    data = data[data["gap"] > 0][["run", "strategy", "status", "score", "gap"]]
+    return {
+        "title": "Final score vs mean gap, one point per run",
+        "height": HEIGHT,
+        "config": CONFIG,
+        "layer": [
+            {
+                "data": {"name": "runs"},
+                "mark": {"type": "point", "size": 80, "filled": True, "opacity": 0.85},
+                "encoding": {
+                    "x": _q("gap", "mean probability gap", scale={"type": "log"}),
+                    "y": _q("score", "final score"),
+                    "color": _color("strategy", "strategy"),
+                    "shape": _n("status", "status"),
+                    "tooltip": [
+                        _n("run"),
+                        _n("strategy"),
+                        _n("status"),
+                        _q("score", "score", format=".3f"),
+                        _q("gap", "gap", format=".4g"),
+                    ],
+                },  # fmt: skip
+            },
+            {
+                "data": {"values": [{"y": 0.0}]},
+                "mark": {"type": "rule", "strokeDash": [4, 3], "color": REF_COLOR},
+                "encoding": {"y": _q("y")},
+            },
+        ],
+        "datasets": {"runs": data},
+    }

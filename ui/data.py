@@ -25,6 +25,11 @@ RUN_STATUSES: tuple[str, ...] = ("running", "completed", "stopped", "failed")
 BUDGET_KEYS: tuple[str, ...] = ("steps", "max_steps", "total_steps", "num_steps")
 """Config keys that may hold a run's step budget (the first one present wins)."""
 
+POINTS_PER_CHART = 4000
+"""Default points budget of one comparison chart, shared by its runs' series."""
+MIN_POINTS = 100
+MAX_POINTS = 1000
+
 LAST_SCORE = names.SCORE_MEAN
 LAST_GAP = names.PROBS_DIFF_MEAN
 
@@ -295,6 +300,25 @@ def ecdf_frame(payload: Mapping[str, Any]) -> pd.DataFrame:
         cum += float(c)
         rows.append({"value": float(u), "cdf": cum / total})
     return pd.DataFrame(rows)
+
+
+def auto_points(n_runs: int) -> int:
+    """Default max points per series for ``n_runs`` runs on one chart.
+
+    Few runs get full detail (up to MAX_POINTS each); many runs share POINTS_PER_CHART so
+    a page of eight charts stays fast to draw. Downsampling keeps every bucket's min and
+    max, so spikes survive at any setting.
+    """
+    return max(MIN_POINTS, min(MAX_POINTS, POINTS_PER_CHART // max(1, n_runs)))
+
+
+def thin_ecdf(ecdf: pd.DataFrame, max_points: int) -> pd.DataFrame:
+    """At most ``max_points`` evenly spaced rows of an ECDF frame, first and last kept."""
+    n = len(ecdf)
+    if n <= max_points or max_points < 2:
+        return ecdf
+    pick = sorted({round(i * (n - 1) / (max_points - 1)) for i in range(max_points)})
+    return ecdf.iloc[pick].reset_index(drop=True)
 
 
 def default_steps(steps: Sequence[int]) -> list[int]:

@@ -18,6 +18,8 @@ from sqlalchemy.exc import ArgumentError
 ENV_URL = "GAPWATCH_UI_DB_URL"
 """Environment variable ``ui.launch.serve`` passes the store URL in."""
 DEFAULT_URL = "sqlite:///./gapwatch.db"
+TTL_S = 5.0
+"""Seconds a cached query answer stays fresh (``ui.source``)."""
 
 
 class UIError(Exception):

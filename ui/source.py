@@ -18,12 +18,17 @@ import pandas as pd
 import streamlit as st
 
 from ui import data
-from ui.locate import DEFAULT_URL, ENV_URL, UIError, check_database, db_url, display_url
+from ui.locate import (
+    DEFAULT_URL,
+    ENV_URL,
+    TTL_S,
+    UIError,
+    check_database,
+    db_url,
+    display_url,
+)
 
-__all__ = ["DEFAULT_URL", "ENV_URL", "UIError", "check_database", "db_url", "display_url"]
-
-TTL_S = 5.0
-"""Seconds a cached query answer stays fresh."""
+__all__ = ["DEFAULT_URL", "ENV_URL", "TTL_S", "UIError", "check_database", "db_url", "display_url"]
 
 
 def _open(url: str) -> Any:

@@ -162,3 +162,15 @@ def test_small_helpers() -> None:
     assert data.step_budget({"steps": True}) is None
     assert data.step_budget(None) is None
     assert data.strategy_of(RUNS[2]) == "q2 + tis"
+
+
+def test_auto_points_and_ecdf_thinning() -> None:
+    assert data.auto_points(1) == data.MAX_POINTS
+    assert data.auto_points(10) == data.POINTS_PER_CHART // 10
+    assert data.auto_points(1000) == data.MIN_POINTS
+    e = data.ecdf_frame({"counts": [1] * 1000, "upper": [float(i + 1) for i in range(1000)]})
+    t = data.thin_ecdf(e, 50)
+    assert len(t) == 50
+    assert t["value"].iloc[0] == 1.0 and t["value"].iloc[-1] == 1000.0 and t["cdf"].iloc[-1] == 1.0
+    assert t["cdf"].is_monotonic_increasing
+    assert data.thin_ecdf(e.head(10), 50).equals(e.head(10))

@@ -249,3 +249,25 @@ def test_fill_is_repeatable(tmp_path: Path, filler: Any) -> None:
     a = filler(url)
     b = filler(url)
     assert a.ids == b.ids
+
+
+def test_hover_frame_has_one_column_per_line() -> None:
+    import pandas as pd
+
+    from ui import charts
+
+    df = pd.DataFrame(
+        {
+            "step": [1, 2, 3, 1, 3],
+            "value": [1.0, 2.0, 3.0, 10.0, 30.0],
+            "run": ["a", "a", "a", "b", "b"],
+        }
+    )
+    spec = charts.line_chart(df, title="t", y_title="y")
+    hover = spec["datasets"]["hover"]
+    assert list(hover.columns) == ["step", "k0", "k1"]
+    assert hover["k1"].tolist() == [10.0, 10.0, 30.0]  # newest point at or before the step
+    tips = [t.get("title") for t in spec["layer"][1]["encoding"]["tooltip"]]
+    assert tips == ["step", "a", "b"]
+    many = pd.DataFrame({"step": range(1, 1001), "value": 1.0, "run": "a"})
+    assert len(charts.hover_frame(many.assign(key="k0"), 150)) == 150

@@ -17,7 +17,7 @@ import streamlit as st
 from correction import names
 from ui import charts, data, nav, source
 
-DEFAULT_POINTS = 500
+ECDF_POINTS = 120  # points per ECDF line (evenly thinned; first and last kept)
 
 
 @dataclass(frozen=True)
@@ -96,8 +96,9 @@ def figure_chart(fig: Figure, frame: pd.DataFrame, stops: list[charts.StopMark],
     use_log = log and fig.log_ok
     hlines: list[tuple[float, str]] = [(0.0, "zero")] if fig.zero_line else []
     if fig.budget_line:
-        budgets = frame[frame["name"] == names.RESPONSE_BUDGET]["value"].dropna().unique()
-        hlines += [(float(b), f"budget {b:g}") for b in sorted(budgets)]
+        b = frame[frame["name"] == names.RESPONSE_BUDGET].dropna(subset=["value"])
+        budgets = b.sort_values("step").groupby("run_id")["value"].last().unique()  # per run
+        hlines += [(float(v), f"budget {v:g}") for v in sorted(budgets)]
     dash = None
     if len(fig.metrics) > 1:
         df["slice"] = df["name"].map(wanted)
@@ -106,7 +107,7 @@ def figure_chart(fig: Figure, frame: pd.DataFrame, stops: list[charts.StopMark],
         df, title=fig.title, y_title=fig.y_title, log=use_log, hlines=hlines, stops=stops,
         dash_by=dash,
     )  # fmt: skip
-    st.altair_chart(chart, width="stretch")
+    st.vega_lite_chart(chart, width="stretch")
     if use_log and (df["value"] <= 0).any():
         st.caption("values <= 0 are not drawn on the log axis")
 
@@ -153,7 +154,7 @@ def ecdf_section(url: str, run_rows: list[dict[str, Any]]) -> None:
             have = steps_by_run[rid][slice_]
             at = sorted({s for s in (data.nearest_step(have, w) for w in chosen) if s is not None})
             for step, payload in source.distributions(url, rid, names.dist(slice_), tuple(at)):
-                e = data.ecdf_frame(payload)
+                e = data.thin_ecdf(data.ecdf_frame(payload), ECDF_POINTS)
                 if not e.empty:
                     frames.append(e.assign(run=data.run_label(r), step=f"step {step}"))
         with col:
@@ -161,7 +162,7 @@ def ecdf_section(url: str, run_rows: list[dict[str, Any]]) -> None:
                 st.caption(f"no {slice_} distribution at these steps")
                 continue
             chart = charts.ecdf_chart(pd.concat(frames), title=f"{slice_} tokens")
-            st.altair_chart(chart, width="stretch")
+            st.vega_lite_chart(chart, width="stretch")
 
 
 def body() -> None:
@@ -180,11 +181,17 @@ def body() -> None:
         "log scale", value=nav.qp_bool("log"), help="y axis of the gap, length, tail and ESS charts"
     )
     nav.qp_set("log", "1" if log else None)
+    auto = data.auto_points(len(run_rows))
     points = c2.number_input(
-        "max points per series", min_value=20, max_value=20000,
-        value=nav.qp_int("points") or DEFAULT_POINTS, step=100,
-    )  # fmt: skip
-    nav.qp_set("points", None if points == DEFAULT_POINTS else int(points))
+        "max points per series",
+        min_value=20,
+        max_value=20000,
+        value=nav.qp_int("points") or auto,
+        step=100,
+        help=f"default: {data.POINTS_PER_CHART:,} per chart shared by the runs "
+        f"({data.MIN_POINTS}-{data.MAX_POINTS} per series)",
+    )
+    nav.qp_set("points", None if points == auto else int(points))
     c3.caption(
         "Series are downsampled in the database keeping each bucket's min and max, so "
         "spikes survive. Hover a chart for every run's value at a step; red rules mark "

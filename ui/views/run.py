@@ -127,7 +127,7 @@ def metrics_section(url: str, run: dict[str, Any]) -> None:
         if df.dropna(subset=["value"]).empty:
             st.caption(f"`{m}`: no finite value stored")
             continue
-        st.altair_chart(
+        st.vega_lite_chart(
             charts.line_chart(df, title=m, y_title=m, log=log, stops=stops), width="stretch"
         )
 

@@ -147,7 +147,7 @@ def leaderboard_section(url: str, run_rows: list[dict[str, Any]], table: pd.Data
     if outcome.dropna(subset=["score", "gap"]).empty:
         st.caption("No run has both a final score and a gap yet.")
     else:
-        st.altair_chart(charts.outcome_chart(outcome), width="stretch")
+        st.vega_lite_chart(charts.outcome_chart(outcome), width="stretch")
 
 
 def decisions_section(url: str, sweep_id: int, run_rows: list[dict[str, Any]]) -> None:
