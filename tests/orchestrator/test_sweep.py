@@ -2,9 +2,10 @@
 
 One seed: the dense control, a 2-bit treatment without correction and one with tis. The
 stop is forced with a rule threshold that trips on the real run's figures: only
-``ess_collapse`` is on, with floor 0.95 from step 2 (the treatments' measured post-tool
-ESS is 0.2-0.8, the bf16 dense control's 0.999+). The tis treatment is made to crash
-after step 1 (``GAPWATCH_FAULT_INJECT``) and must be recorded failed while the rest finish.
+``ess_collapse`` is on, with floor 0.95 from step 2 and no baseline condition (the
+treatments' measured post-tool ESS is 0.2-0.8, the bf16 dense control's 0.999+). The
+tis treatment is made to crash after step 1 (``GAPWATCH_FAULT_INJECT``) and must be
+recorded failed while the rest finish.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ CFG = {
         "length_runaway": OFF,
         "post_tool_tail_growth": OFF,
         "score_collapse": OFF,
-        "ess_collapse": {"floor": 0.95, "k": 1, "grace": 1},
+        "ess_collapse": {"floor": 0.95, "k": 1, "grace": 1, "baseline_steps": None},
     },
 }
 

@@ -1,0 +1,181 @@
+"""Benchmark: the quickstart sweep with the stop rules, and again with no stopping.
+
+Reports, each measured here, nothing typed in:
+- wall time of each sweep (Ray start-up included) and the trial-steps each used (the
+  compute the rules saved);
+- per treatment: the step its ``critic/score/mean`` first fell below zero (read from the
+  no-stopping sweep, which runs every trial to the end; trials are deterministic per
+  seed on CPU, so the stopped sweep's history matches it up to its stop) and the step it
+  was stopped; requirement: a treatment that collapses is stopped no later than 2 steps
+  after its score first falls below zero. "Collapses" = its score is below zero at the
+  last step of the no-stopping sweep;
+- whether any dense control was stopped (requirement: none).
+
+Writes bench/results/sweep_bench.md. Rerun: ``.venv/bin/python bench/sweep_bench.py``
+(``--set steps=5`` etc. for a quick look; figures are then not the quickstart's).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from correction import names  # noqa: E402
+from orchestrator.config import load_sweep_config  # noqa: E402
+from orchestrator.sweep import SweepOutcome, execute_sweep  # noqa: E402
+from store import open_store  # noqa: E402
+
+MAX_LAG = 2
+"""A collapsing treatment must be stopped no later than this many steps after its score
+first falls below zero (issue 5)."""
+
+
+def machine() -> str:
+    model = "unknown CPU"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    ram = "?"
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal"):
+                ram = f"{int(line.split()[1]) / 1024**2:.1f} GiB"
+    except OSError:
+        pass
+    return f"{os.cpu_count()} cores, {model}, {ram} RAM, Python {platform.python_version()}"
+
+
+def run(
+    config: Path, overrides: list[str], *, stopping: bool, work: Path
+) -> tuple[Any, Any, SweepOutcome]:
+    tag = "rules" if stopping else "nostop"
+    cfg, text = load_sweep_config(
+        config, [*overrides, f"stopping={'true' if stopping else 'false'}", f"name=bench-{tag}"]
+    )
+    url = f"sqlite:///{work}/{tag}.db"
+    print(
+        f"[sweep_bench] running {cfg.name}: {len(cfg.seeds)} seeds, {cfg.steps} steps", flush=True
+    )
+    out = execute_sweep(
+        cfg, text, db_url=url, address=None, resume=False, storage=work / f"ray-{tag}", live=False
+    )
+    print(
+        f"[sweep_bench] {cfg.name}: {out.status} in {out.wall_s:.0f} s, "
+        f"trial-steps {out.trial_steps_used}/{out.trial_steps_budget}",
+        flush=True,
+    )
+    return cfg, open_store(url), out
+
+
+def scores(st: Any, run_id: int) -> dict[int, float]:
+    return {
+        int(h["step"]): float(h[names.SCORE_MEAN])
+        for h in st.history(run_id)
+        if h.get(names.SCORE_MEAN) is not None
+    }
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--config", type=Path, default=ROOT / "examples" / "quickstart.yaml")
+    ap.add_argument("--set", dest="overrides", action="append", default=[])
+    ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "sweep_bench.md")
+    args = ap.parse_args()
+    command = "  ".join(["python bench/sweep_bench.py", *(f"--set {o}" for o in args.overrides)])
+    if args.config != ap.get_default("config"):
+        command += f" --config {args.config}"
+
+    with tempfile.TemporaryDirectory(prefix="gw-sweep-bench-") as tmp:
+        work = Path(tmp)
+        cfg, st_rules, out_rules = run(args.config, args.overrides, stopping=True, work=work)
+        _, st_free, out_free = run(args.config, args.overrides, stopping=False, work=work)
+
+        free_runs = {r.trial_id: r for r in st_free.runs()}
+        rows: list[dict[str, Any]] = []
+        for r in st_rules.runs():
+            free = free_runs.get(r.trial_id)
+            sc = scores(st_free, free.id) if free is not None else {}
+            below = [s for s in sorted(sc) if sc[s] < 0]
+            last = sc[max(sc)] if sc else None
+            rows.append(
+                {
+                    "trial": r.trial_id,
+                    "role": r.role,
+                    "status": r.status,
+                    "stop": f"{r.stop_rule} @ {r.stop_step}" if r.stop_rule else "",
+                    "stop_step": r.stop_step,
+                    "first_below_zero": below[0] if below else None,
+                    "collapsed": last is not None and last < 0,
+                    "last_score": last,
+                    "steps": r.last_step or 0,
+                }
+            )
+
+    controls_stopped = [x for x in rows if x["role"] == "control" and x["status"] == "stopped"]
+    treat = [x for x in rows if x["role"] == "treatment"]
+    late: list[str] = []
+    for x in treat:
+        if not x["collapsed"]:
+            x["ok"] = "n/a (did not collapse)"
+            continue
+        fb, ss = x["first_below_zero"], x["stop_step"]
+        good = ss is not None and fb is not None and ss <= fb + MAX_LAG
+        x["ok"] = "yes" if good else "NO"
+        if not good:
+            late.append(x["trial"])
+    saved = out_free.trial_steps_used - out_rules.trial_steps_used
+    frac = saved / out_free.trial_steps_used if out_free.trial_steps_used else 0.0
+
+    lines = [
+        "## Sweep: quickstart with stop rules vs no stopping (bench/sweep_bench.py)",
+        "",
+        f"- machine: {machine()}",
+        f"- date: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}",
+        f"- command: `{command}`",
+        f"- sweep: {len(cfg.seeds)} seeds x (1 control + {len(treat) // max(1, len(cfg.seeds))} "
+        f"treatments), {cfg.steps} steps, {cfg.resources.cpus:g} CPU per trial",
+        "",
+        "| figure | measured | target |",
+        "|---|---|---|",
+        f"| wall time, with rules | {out_rules.wall_s:.0f} s | quickstart < 600 s |",
+        f"| wall time, no stopping | {out_free.wall_s:.0f} s | - |",
+        f"| trial-steps used, with rules | {out_rules.trial_steps_used} | - |",
+        f"| trial-steps used, no stopping | {out_free.trial_steps_used} | - |",
+        f"| trial-steps saved | {saved} ({frac:.0%}) | - |",
+        f"| controls stopped | {len(controls_stopped)} | 0 |",
+        f"| collapsing treatments stopped late (> {MAX_LAG} steps after score < 0) "
+        f"| {len(late)} of {sum(1 for x in treat if x['collapsed'])} | 0 |",
+        "",
+        "| trial | role | status (with rules) | stop | score < 0 first at | collapsed (no-stop last score) | stopped in time |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for x in rows:
+        last_txt = "" if x["last_score"] is None else f"{x['last_score']:+.3f}"
+        lines.append(
+            f"| {x['trial']} | {x['role']} | {x['status']} | {x['stop']} | "
+            f"{x['first_below_zero'] or 'never'} | {'yes' if x['collapsed'] else 'no'} ({last_txt}) | "
+            f"{x.get('ok', '-')} |"
+        )
+    text = "\n".join(lines) + "\n"
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(text)
+    print(text)
+    print(f"[sweep_bench] wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,111 @@
+"""Resume after the driver is SIGKILLed mid-sweep: nothing stored twice, nothing missing.
+
+``gapwatch sweep`` runs as a subprocess; once one trial has finished and another has
+stored some steps, the driver process (only it) gets SIGKILL. ``--resume`` must re-run
+exactly the unfinished trials and leave every run with steps 1..N once each, while the
+trial that finished before the kill is not re-run.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from store import open_store
+
+BIN = Path(sys.executable).parent
+STEPS = 5
+CFG = {
+    "name": "resumable",
+    "environment": "mul",
+    "seeds": [0],
+    "steps": STEPS,
+    "batch_size": 2,
+    "group_size": 2,
+    "compression": [{"codec": "quant", "bits": 2}],
+    "correction": ["none", "tis"],
+    "stopping": False,
+}
+
+
+def _sweep(cfg: Path, url: str, cwd: Path, *extra: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [str(BIN / "gapwatch"), "sweep", str(cfg), "--db", url, *extra],
+        cwd=cwd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+        env={**os.environ, "RAY_ADDRESS": ""},
+    )
+
+
+def _kill_group(p: subprocess.Popen[str]) -> None:
+    try:
+        os.killpg(p.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+@pytest.mark.slow
+def test_resume_after_sigkill_has_no_duplicate_or_missing_step(tmp_path: Path) -> None:
+    cfg = tmp_path / "resumable.yaml"
+    cfg.write_text(yaml.safe_dump(CFG))
+    url = f"sqlite:///{tmp_path}/resume.db"
+    first = _sweep(cfg, url, tmp_path)
+    try:
+        st = None
+        deadline = time.monotonic() + 240
+        # Wait until one trial is done and another has stored steps but is not done
+        while True:
+            assert first.poll() is None, f"sweep ended before the kill: {first.stdout.read()}"  # type: ignore[union-attr]
+            assert time.monotonic() < deadline, "no trial finished within 240 s"
+            if (tmp_path / "resume.db").exists():
+                st = st or open_store(url, read_only=True)
+                runs = st.runs()
+                done = [r for r in runs if r.status == "completed"]
+                partial = [r for r in runs if r.status == "running" and (r.last_step or 0) >= 1]
+                if done and partial:
+                    break
+            time.sleep(0.3)
+        os.kill(first.pid, signal.SIGKILL)  # the driver only, mid-sweep
+        first.wait(timeout=30)
+    finally:
+        time.sleep(1)
+        _kill_group(first)  # what the driver left behind (its local Ray)
+
+    st = open_store(url)
+    before = {r.trial_id: r for r in st.runs()}
+    finished_before = {k for k, r in before.items() if r.status == "completed"}
+    assert finished_before and len(finished_before) < 3
+    assert before[next(iter(finished_before))].ended is not None
+
+    second = _sweep(cfg, url, tmp_path, "--resume")
+    try:
+        out, _ = second.communicate(timeout=300)
+    finally:
+        _kill_group(second)
+    assert second.returncode == 0, out[-3000:]
+
+    after = {r.trial_id: r for r in st.runs()}
+    assert set(after) == {"s0-control", "s0-quant_bits2-none", "s0-quant_bits2-tis"}
+    for key, r in after.items():
+        assert r.status == "completed", (key, r.status, r.error)
+        hist = st.history(r.id)
+        steps = [h["step"] for h in hist]
+        assert steps == list(range(1, STEPS + 1)), (key, steps)
+        # One value per (name, step): the same count of metrics at every step
+        counts = {len(h) for h in hist}
+        assert len(counts) == 1, (key, counts)
+    # Finished trials were not re-run: their end time is untouched
+    for key in finished_before:
+        assert after[key].ended == before[key].ended, key
+    sweep = [s for s in st.sweeps() if s.name == "resumable"][0]
+    assert sweep.status == "completed"
