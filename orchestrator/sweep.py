@@ -308,4 +308,7 @@ def run_sweep(
     cfg, text = load_sweep_config(config_path, overrides)
     out = execute_sweep(cfg, text, db_url=db_url, address=address, resume=resume)
     print_summary(cfg, out)
+    if out.status == "interrupted":
+        # Ctrl-C: Tune stopped gracefully and the store is flushed; the CLI exits 130
+        raise KeyboardInterrupt
     return out

@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import os
 import pickle
+import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+
+import psycopg
+import pytest
 
 from correction import names
 from orchestrator.config import parse_sweep_config
@@ -41,6 +47,34 @@ RULES = {
 } | {"score_collapse": {"k": 1, "grace": 1, "floor": None, "control_margin": 0.3}}
 
 
+@pytest.fixture(params=["sqlite", "postgresql"])
+def url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """A fresh store URL: a SQLite file, or a new schema in the machine's PostgreSQL."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path}/m.db"
+        return
+    user = None
+    for u in ("root", "postgres"):
+        try:
+            with psycopg.connect(host="127.0.0.1", user=u, dbname="test", connect_timeout=3):
+                user = u
+                break
+        except psycopg.Error:
+            continue
+    if user is None:
+        if os.environ.get("GAPWATCH_REQUIRE_PG"):
+            pytest.fail("PostgreSQL at 127.0.0.1:5432 is required (GAPWATCH_REQUIRE_PG=1)")
+        pytest.skip("no PostgreSQL at 127.0.0.1:5432")
+    schema = f"sweep_{uuid.uuid4().hex[:10]}"
+    with psycopg.connect(host="127.0.0.1", user=user, dbname="test", autocommit=True) as c:
+        c.execute(f'CREATE SCHEMA "{schema}"')
+    try:
+        yield f"postgresql+psycopg://{user}@127.0.0.1:5432/test?options=-csearch_path%3D{schema}"
+    finally:
+        with psycopg.connect(host="127.0.0.1", user=user, dbname="test", autocommit=True) as c:
+            c.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+
+
 def _specs() -> list[dict[str, Any]]:
     from orchestrator.config import expand
 
@@ -69,9 +103,8 @@ def test_monitor_pickle_round_trip(tmp_path: Path) -> None:
     assert [h["step"] for h in mon2.history["s0-control"]] == [1, 2]
 
 
-def test_monitor_reads_control_history_from_store(tmp_path: Path) -> None:
+def test_monitor_reads_control_history_from_store(url: str) -> None:
     """The control ran before (another driver): its stored history feeds the margin test."""
-    url = f"sqlite:///{tmp_path}/m.db"
     st = open_store(url)
     sweep_id = st.ensure_sweep("mon", "")
     specs = _specs()
