@@ -80,7 +80,6 @@ class Store:
         self._upsert = ingest.Upserter(engine.dialect)
         self._series_sql = reads.series_sql(engine.dialect.name)
         self._name_ids: dict[str, int] = {}
-        self._names_by_id: dict[int, str] = {}
 
     # --- plumbing -----------------------------------------------------------------
 
@@ -235,10 +234,11 @@ class Store:
 
     def _ids_for(self, names: Iterable[str]) -> dict[str, int]:
         """Ids of metric names, adding the new ones in their own short transaction."""
-        missing = sorted({n for n in names if n not in self._name_ids})
-        for n in missing:
+        new = {n for n in names if n not in self._name_ids}
+        for n in new:
             if not isinstance(n, str) or not n:
                 raise StoreError(f"metric name {n!r} is not a non-empty string")
+        missing = sorted(new)  # one order for every writer: no deadlock between two
         if missing:
 
             def go(conn: Connection) -> list[Any]:
@@ -251,7 +251,6 @@ class Store:
 
             for nid, name in self._write(go):
                 self._name_ids[name] = int(nid)
-                self._names_by_id[int(nid)] = name
         return self._name_ids
 
     def write_steps(
@@ -273,15 +272,10 @@ class Store:
         top = max(s for s, _, _ in merged)
 
         def go(conn: Connection) -> None:
-            res = conn.execute(
-                update(Run)
-                .where(Run.id == run_id)
-                .values(last_step=func.max(func.coalesce(Run.last_step, top), top))
-                if self.dialect == "sqlite"
-                else update(Run)
-                .where(Run.id == run_id)
-                .values(last_step=func.greatest(func.coalesce(Run.last_step, top), top))
-            )
+            # SQLite's two-argument max() is PostgreSQL's greatest()
+            bigger = func.max if self.dialect == "sqlite" else func.greatest
+            newest = bigger(func.coalesce(Run.last_step, top), top)
+            res = conn.execute(update(Run).where(Run.id == run_id).values(last_step=newest))
             if res.rowcount == 0:
                 raise StoreError(
                     f"no run with id {run_id} in {self.url_display}: create it with ensure_run"
@@ -384,7 +378,6 @@ class Store:
             q = select(MetricName.id, MetricName.name).where(MetricName.name.in_(want))
             for nid, name in conn.execute(q):
                 self._name_ids[name] = int(nid)
-                self._names_by_id[int(nid)] = name
         return {self._name_ids[n]: n for n in names if n in self._name_ids}
 
     def metric_names(self, run_id: int) -> list[str]:

@@ -459,3 +459,12 @@ def test_sqlite_writer_waits_out_a_held_lock_then_says_so(
         other.execute("COMMIT")
         other.close()
         assert st.sweeps()[0].status == "completed"
+
+
+def test_bad_metric_names_are_refused(st: Store, make_run: Callable[..., int]) -> None:
+    rid = make_run()
+    with pytest.raises(StoreError, match="metric name 3 is not a non-empty string"):
+        st.write_steps(rid, [(1, {3: 1.0, "a": 2.0}, {})])  # type: ignore[dict-item]
+    with pytest.raises(StoreError, match="metric name '' is not a non-empty string"):
+        st.write_steps(rid, [(1, {"": 1.0}, {})])
+    assert st.history(rid) == []
