@@ -5,6 +5,10 @@
 transactions opened with ``BEGIN IMMEDIATE``; PostgreSQL through psycopg), and
 ``prepare_schema`` checks the stored revision and upgrades it to head. Every failure a user
 can fix becomes one ``StoreError`` line that says what to change.
+
+A database without ``alembic_version`` is refused when it already holds a table named
+like one of ours (any table at all, for a SQLite file: that file is someone else's);
+a PostgreSQL database holding only other applications' tables gets the store beside them.
 """
 
 from __future__ import annotations
