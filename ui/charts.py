@@ -197,12 +197,6 @@ def line_chart(
                 }
             ],
         },  # fmt: skip
-        {
-            "data": {"name": "series"},
-            "transform": [{"filter": {"param": "hover", "empty": False}}],
-            "mark": {"type": "point", "filled": True, "size": 40},
-            "encoding": {"x": x, "y": y, "color": _color(color_by, color_by)},
-        },
     ]
     datasets: dict[str, pd.DataFrame] = {"series": data, "hover": hover}
     h_layers, hdf = _hlines(hlines, log)
