@@ -222,3 +222,12 @@ def test_missing_postgres_database_is_named(pg_database: tuple[str, str] | None)
     user = pg_database[0]
     with pytest.raises(StoreError, match="database 'gapwatch_no_such_db' does not exist"):
         open_store(f"postgresql://{user}@127.0.0.1:5432/gapwatch_no_such_db")
+
+
+def test_tables_named_like_ours_without_a_revision_are_refused(store_url: str) -> None:
+    engine = _engine(store_url)
+    with engine.begin() as conn:
+        conn.execute(text("CREATE TABLE runs (x INTEGER)"))
+    engine.dispose()
+    with pytest.raises(StoreError, match=r"holds tables that are not a gapwatch store \(runs\)"):
+        open_store(store_url)
