@@ -70,13 +70,30 @@ def serve(db_url: str | None = None, port: int = 8501, host: str = "127.0.0.1") 
     check(url)
     print(f"gapwatch ui: serving {url} at http://{host}:{port}/  (Ctrl-C stops)", flush=True)
     proc = subprocess.Popen(command(port, host), env=_env(url))
+
+    def _on_term(signum: int, _frame: object) -> None:  # forward a kill to the server
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, _on_term)
     try:
         code = proc.wait()
     except KeyboardInterrupt:
-        proc.send_signal(signal.SIGINT)
-        code = proc.wait(timeout=10)
-    if code not in (0, -signal.SIGINT, 130):
+        code = _stop(proc)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    if code not in (0, -signal.SIGINT, -signal.SIGTERM, 130):
         raise UIError(f"the Streamlit server exited with code {code}; see its output above")
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> int:
+    """Ask the server to stop (SIGINT, as Ctrl-C does), then make sure it is gone."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGINT)
+    try:
+        return proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        return proc.wait(timeout=10)
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -125,12 +142,6 @@ def running_server(
         wait_healthy(base, proc, timeout_s)
         yield Server(base, proc)
     finally:
-        if proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout=10)
+        _stop(proc)
         if log_path and not isinstance(log, int):
             log.close()

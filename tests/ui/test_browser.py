@@ -135,3 +135,27 @@ def test_screenshot_script(filled: Any, tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr[-2000:]
     assert out.stat().st_size > 20_000
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_cli_serves_then_stops_on_sigterm(filled: Any) -> None:
+    import signal
+    import urllib.error
+    import urllib.request
+
+    from ui.launch import free_port, wait_healthy
+
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "orchestrator.cli", "ui", "--db", filled.url, "--port", str(port)],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+    )  # fmt: skip
+    base = f"http://127.0.0.1:{port}"
+    try:
+        wait_healthy(base, proc, 60)  # type: ignore[arg-type]
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        out = proc.communicate(timeout=30)[0].decode()
+    assert proc.returncode == 0, out
+    assert f"serving {filled.url}" in out
+    with pytest.raises(urllib.error.URLError):  # the server went with it
+        urllib.request.urlopen(f"{base}/_stcore/health", timeout=2)
