@@ -165,7 +165,7 @@ def _tuner(
         tune.with_resources(trainable, resources),
         # One grid axis over explicit specs, in order: every control before treatments
         param_space={"spec": tune.grid_search([s.to_dict() for s in todo])},
-        tune_config=tune.TuneConfig(num_samples=1, reuse_actors=False),
+        tune_config=tune.TuneConfig(num_samples=1, reuse_actors=True),
         run_config=tune.RunConfig(
             name=f"{cfg.name}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}",
             storage_path=str(storage.resolve()),
