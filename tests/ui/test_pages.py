@@ -271,3 +271,26 @@ def test_hover_frame_has_one_column_per_line() -> None:
     assert tips == ["step", "a", "b"]
     many = pd.DataFrame({"step": range(1, 1001), "value": 1.0, "run": "a"})
     assert len(charts.hover_frame(many.assign(key="k0"), 150)) == 150
+
+
+def test_pages_over_postgresql(monkeypatch: pytest.MonkeyPatch, filled_pg: Filled) -> None:
+    at = render(monkeypatch, filled_pg.url, "views/sweep.py", sweep=filled_pg.sweep_id)
+    no_exception(at)
+    runs = at.dataframe[0].value.set_index("id")
+    assert runs.loc[filled_pg.ids["t1_none"], "stop rule"] == "score_collapse"
+    pair = f"{filled_pg.ids['t1_none']},{filled_pg.ids['c1']}"
+    at = render(monkeypatch, filled_pg.url, "views/compare.py", runs=pair)
+    no_exception(at)
+    assert charts(at) == 8
+    at = render(monkeypatch, filled_pg.url, "views/run.py", run=filled_pg.ids["t1_none"])
+    no_exception(at)
+    assert "step 6: stop by score_collapse" in texts(at)
+
+
+def test_missing_postgresql_database_is_one_line(
+    monkeypatch: pytest.MonkeyPatch, filled_pg: Filled
+) -> None:
+    url = filled_pg.url.rsplit("/", 1)[0] + "/gapwatch_no_such_db"
+    at = render(monkeypatch, url)
+    no_exception(at)
+    assert len(at.error) == 1 and "gapwatch_no_such_db" in at.error[0].value, at.error
