@@ -7,6 +7,7 @@ users' included).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -40,6 +41,23 @@ def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def _stop_group(p: subprocess.Popen[bytes]) -> None:
+    """SIGTERM the cluster's process group, then SIGKILL whatever is left after 5 s."""
+    os.killpg(p.pid, signal.SIGTERM)
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(p.pid, 0)  # raises once no process of the group is left
+        except ProcessLookupError:
+            break
+        p.poll()
+        time.sleep(0.2)
+    else:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(p.pid, signal.SIGKILL)
+    p.wait(timeout=10)
 
 
 @pytest.mark.slow
@@ -104,18 +122,7 @@ def test_sweep_joins_ray_start_head_on_loopback(tmp_path: Path) -> None:
             assert r.status == "completed", r
             assert [h["step"] for h in st.history(r.id)] == [1, 2]
     finally:
-        os.killpg(head.pid, signal.SIGTERM)
-        try:
-            head.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(head.pid, signal.SIGKILL)
-            head.wait(timeout=10)
-        time.sleep(2)
-        # Any straggler of that cluster (same process group) goes too
-        try:
-            os.killpg(head.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+        _stop_group(head)
         log.close()
         shutil.rmtree(ray_tmp, ignore_errors=True)
 
