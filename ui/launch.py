@@ -58,9 +58,10 @@ def command(port: int, host: str) -> list[str]:
     ]  # fmt: skip
 
 
-def _env(db_url: str) -> dict[str, str]:
+def _env(db_url: str, extra: dict[str, str] | None = None) -> dict[str, str]:
     env = dict(os.environ)
     env[ENV_URL] = db_url
+    env.update(extra or {})
     return env
 
 
@@ -127,14 +128,14 @@ def wait_healthy(base: str, proc: subprocess.Popen[bytes], timeout_s: float) -> 
 @contextlib.contextmanager
 def running_server(
     db_url: str, *, host: str = "127.0.0.1", port: int | None = None, timeout_s: float = 60.0,
-    log_path: Path | None = None,
+    log_path: Path | None = None, env: dict[str, str] | None = None,
 ) -> Iterator[Server]:  # fmt: skip
     """A headless server over ``db_url`` on a free loopback port; killed on exit."""
     check(db_url)
     port = port or free_port(host)
     log = open(log_path, "wb") if log_path else subprocess.DEVNULL  # noqa: SIM115
     proc = subprocess.Popen(
-        command(port, host), env=_env(db_url), stdout=log, stderr=subprocess.STDOUT,
+        command(port, host), env=_env(db_url, env), stdout=log, stderr=subprocess.STDOUT,
         start_new_session=True,
     )  # fmt: skip
     base = f"http://{host}:{port}"

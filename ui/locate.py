@@ -18,12 +18,31 @@ from sqlalchemy.exc import ArgumentError
 ENV_URL = "GAPWATCH_UI_DB_URL"
 """Environment variable ``ui.launch.serve`` passes the store URL in."""
 DEFAULT_URL = "sqlite:///./gapwatch.db"
-TTL_S = 5.0
-"""Seconds a cached query answer stays fresh (``ui.source``)."""
+
+
+def _seconds(env: str, default: float) -> float:
+    """A positive number of seconds from ``$env``; anything else keeps the default."""
+    raw = os.environ.get(env)
+    try:
+        value = float(raw) if raw else default
+    except ValueError:
+        value = -1.0
+    if value > 0:
+        return value
+    print(
+        f"gapwatch ui: ignoring {env}={raw!r} (not a positive number of seconds)", file=sys.stderr
+    )
+    return default
 
 
 class UIError(Exception):
     """A problem the user can fix (no database, bad URL, bad link), said in one line."""
+
+
+TTL_S = _seconds("GAPWATCH_UI_TTL_S", 5.0)
+"""Seconds a cached query answer stays fresh (``ui.source``); $GAPWATCH_UI_TTL_S."""
+REFRESH_S = _seconds("GAPWATCH_UI_REFRESH_S", 10.0)
+"""Seconds between refreshes of a page over a running sweep; $GAPWATCH_UI_REFRESH_S."""
 
 
 def db_url() -> str:

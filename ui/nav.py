@@ -15,15 +15,12 @@ from datetime import timedelta
 import streamlit as st
 from sqlalchemy.exc import SQLAlchemyError
 
-from ui.source import UIError
+from ui.locate import REFRESH_S, UIError
 
 SWEEPS = "views/sweeps.py"
 SWEEP = "views/sweep.py"
 COMPARE = "views/compare.py"
 RUN = "views/run.py"
-
-REFRESH_S = 10.0
-"""Seconds between automatic refreshes of a page over a running sweep."""
 
 
 def qp_str(key: str, default: str = "") -> str:
@@ -104,7 +101,14 @@ def page_body(body: Callable[[], None], *, live: bool) -> None:
     Only the fragment reruns, and the queries under it are cached for a few seconds, so
     a live page refreshes without reloading the whole app or hammering the database.
     """
-    refresh = live and qp_bool("refresh", True)
+    refresh = False
+    if live:
+        refresh = st.toggle(
+            f"auto-refresh every {REFRESH_S:g} s (the sweep is running)",
+            value=qp_bool("refresh", True),
+            key="auto_refresh",
+        )
+        qp_set("refresh", None if refresh else "0")
     run_every = timedelta(seconds=REFRESH_S) if refresh else None
 
     @st.fragment(run_every=run_every)

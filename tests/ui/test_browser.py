@@ -159,3 +159,32 @@ def test_cli_serves_then_stops_on_sigterm(filled: Any) -> None:
     assert f"serving {filled.url}" in out
     with pytest.raises(urllib.error.URLError):  # the server went with it
         urllib.request.urlopen(f"{base}/_stcore/health", timeout=2)
+
+
+def test_running_sweep_page_refreshes_itself(filled: Any, browser: Any, tmp_path: Path) -> None:
+    import shutil
+    import time
+
+    from store import open_store
+
+    db = tmp_path / "live.db"
+    shutil.copy(filled.url.removeprefix("sqlite:///"), db)
+    url = f"sqlite:///{db}"
+    st = open_store(url)
+    st.set_sweep_status(filled.sweep_id, "running")
+    fast = {"GAPWATCH_UI_REFRESH_S": "1", "GAPWATCH_UI_TTL_S": "0.5"}
+    with running_server(url, env=fast) as srv:
+        page = browser.new_page(viewport=VIEWPORT)
+        load(page, f"{srv.url}/sweep?sweep={filled.sweep_id}", charts=1, tables=3)
+        first = page.get_by_test_id("stMetricValue").first
+        assert first.inner_text() == "6"
+        st.ensure_run(
+            filled.sweep_id, "late", role="control", pair_key="seed9", seed=9,
+            compression="none", correction="none", config={"steps": 12},
+        )  # fmt: skip
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and first.inner_text() != "7":
+            time.sleep(0.2)
+        assert first.inner_text() == "7", "the page did not pick up the new run by itself"
+        page.close()
+    st.close()
