@@ -245,6 +245,9 @@ def run_config_dict(
     }
     if layers is not None:
         d["compression_layers"] = layers
+    if cfg.resources.gpus > 0 and "device" not in cfg.worker:
+        # Ray sets CUDA_VISIBLE_DEVICES per trial, so "cuda" is the trial's own GPU share
+        d["device"] = "cuda"
     clash = sorted(set(cfg.worker) & (set(d) - {"num_threads"}))
     if clash:
         raise GapwatchError(

@@ -180,3 +180,14 @@ def test_overrides_apply_before_validation(tmp_path: Path) -> None:
     assert yaml.safe_load(text)["steps"] == 7
     with pytest.raises(GapwatchError, match="stepz"):
         load_sweep_config(_write(tmp_path, GOOD), ["stepz=7"])
+
+
+def test_gpu_resources_put_the_worker_on_cuda(tmp_path: Path) -> None:
+    from orchestrator.config import parse_sweep_config
+
+    cfg = parse_sweep_config({**GOOD, "resources": {"cpus": 1, "gpus": 0.5}})
+    assert {s.run["device"] for s in expand(cfg)} == {"cuda"}
+    cpu = parse_sweep_config(GOOD)
+    assert all("device" not in s.run for s in expand(cpu))
+    with pytest.raises(GapwatchError, match="resources.gpus"):
+        parse_sweep_config({**GOOD, "resources": {"gpus": -1}})
