@@ -196,11 +196,6 @@ def execute_sweep(
     st = open_store(url)
     specs = expand(cfg)
     existing = _find_sweep(st, cfg.name)
-    if existing is not None and not resume:
-        raise GapwatchError(
-            f"sweep {cfg.name!r} is already in the store; continue it with --resume, "
-            f"or start a new one with --set name=<new name>"
-        )
     if existing is None and resume:
         raise GapwatchError(
             f"no sweep named {cfg.name!r} in the store to resume; run without --resume to start it"
@@ -210,8 +205,15 @@ def execute_sweep(
         if existing is not None
         else {}
     )
-    # Ray first: a cluster that cannot be joined leaves no sweep row behind
     needed = any(s.trial_key not in finished for s in specs)
+    # A finished sweep run again just shows its summary (so `make demo` is idempotent);
+    # an unfinished one is only continued on request
+    if existing is not None and not resume and needed:
+        raise GapwatchError(
+            f"sweep {cfg.name!r} is already in the store, unfinished; continue it with "
+            f"--resume, or start a new one with --set name=<new name>"
+        )
+    # Ray first: a cluster that cannot be joined leaves no sweep row behind
     started = init_ray(address or cfg.ray_address) if needed else False
     try:
         return _run(cfg, config_text, st, url, specs, finished, storage=storage, live=live, t0=t0)
@@ -236,13 +238,18 @@ def _run(
 ) -> SweepOutcome:
     sweep_id = st.ensure_sweep(cfg.name, config_text)
     state = SweepState.of([s.to_dict() for s in specs])
-    # Finished in an earlier run of this sweep: shown, not re-run
+    # Finished in an earlier run of this sweep: shown with what the store has, not re-run
+    from correction import names
+
+    latest = st.latest([r.id for r in finished.values()], [names.SCORE_MEAN, names.PROBS_DIFF_MEAN])
     for key, r in finished.items():
         if key in state.rows:
             row = state.rows[key]
-            row.status = "skipped"
+            row.status, row.earlier = r.status, True
             row.stop_rule, row.stop_step = r.stop_rule, r.stop_step
-            row.step = int(r.last_step or 0)
+            row.step = row.steps_used = int(r.last_step or 0)
+            last = latest.get(r.id, {})
+            row.score, row.gap = last.get(names.SCORE_MEAN), last.get(names.PROBS_DIFF_MEAN)
     todo = [s for s in specs if s.trial_key not in finished]
     st.set_sweep_status(sweep_id, "running")
     status = "completed"
@@ -273,7 +280,7 @@ def _run(
         status=status,
         state=state,
         trial_steps_used=used,
-        trial_steps_budget=len(todo) * cfg.steps,
+        trial_steps_budget=len(specs) * cfg.steps,
         wall_s=time.monotonic() - t0,
     )
 

@@ -94,15 +94,17 @@ class TrialRow:
 
     spec: dict[str, Any]
     status: str = "pending"
-    """pending | running | completed | stopped | failed | skipped (finished earlier)."""
+    """pending | running | completed | stopped | failed."""
     step: int = 0
     steps_used: int = 0
-    """Steps this trial reported in this driver (a resumed trial's rerun counts anew)."""
+    """Steps this trial used: reported to this driver, or stored by an earlier run."""
     score: float | None = None
     gap: float | None = None
     stop_rule: str | None = None
     stop_step: int | None = None
     error: str | None = None
+    earlier: bool = False
+    """Finished in an earlier run of the sweep (not re-run on resume)."""
 
 
 @dataclass
@@ -430,7 +432,6 @@ _STATUS_STYLE = {
     "completed": "green",
     "stopped": "yellow",
     "failed": "red",
-    "skipped": "dim green",
 }
 
 
@@ -456,6 +457,8 @@ def render_table(state: SweepState, title: str, total_steps: int) -> Table:
             status = f"stopped: {row.stop_rule} @ {row.stop_step}"
         elif row.error is not None:
             status = f"failed: {row.error[:60]}"
+        if row.earlier:
+            status += " (earlier run)"
         t.add_row(
             key,
             spec["role"],
