@@ -29,9 +29,11 @@ HOVER_STEPS = 150
 """Steps the hover rule snaps to (see :func:`hover_frame`)."""
 
 Spec = dict[str, Any]
-CONFIG: Spec = {"aria": False, "mark": {"aria": False}}
-"""No ARIA attributes per mark: with thousands of points they cost more to draw than the
-marks themselves; the page states the same figures in its tables and captions."""
+CONFIG: Spec = {"aria": False, "mark": {"aria": False, "invalid": None}}
+"""No ARIA attributes per mark (with thousands of points they cost more to draw than the
+marks; the page states the same figures in its tables and captions), and no per-datum
+invalid-value filter: the frames hold no NaN (dropped here, listed by the page), and
+Streamlit's CSP-safe Vega interprets every per-datum expression, which is slow."""
 
 
 @dataclass(frozen=True)
@@ -57,10 +59,9 @@ def _n(field: str, title: str | None = None, **kw: Any) -> dict[str, Any]:
     return enc
 
 
-def _color(field: str, title: str) -> dict[str, Any]:
-    return _n(
-        field, title, scale={"scheme": PALETTE}, legend={"orient": "right", "labelLimit": 200}
-    )
+def _color(field: str, title: str, n: int = 10) -> dict[str, Any]:
+    scheme = PALETTE if n <= 10 else "tableau20"  # 20 distinct colours before any repeat
+    return _n(field, title, scale={"scheme": scheme}, legend={"orient": "right", "labelLimit": 200})
 
 
 def _hlines(hlines: Sequence[tuple[float, str]], log: bool) -> tuple[list[Spec], pd.DataFrame]:
@@ -161,7 +162,11 @@ def line_chart(
     hover = hover_frame(data.assign(key=[keys[label] for label in labels]))
     x = _q("step", "step")
     y = _q("value", y_title, scale={"type": "log"} if log else {"zero": False})
-    line_enc: dict[str, Any] = {"x": x, "y": y, "color": _color(color_by, color_by)}
+    line_enc: dict[str, Any] = {
+        "x": x,
+        "y": y,
+        "color": _color(color_by, color_by, data[color_by].nunique()),
+    }
     if dash_by:
         line_enc["strokeDash"] = _n(dash_by, dash_by)
     tooltip = [_q("step", "step")] + [
@@ -231,7 +236,7 @@ def ecdf_chart(df: pd.DataFrame, *, title: str) -> Spec:
         "encoding": {
             "x": _q("value", "|log-ratio|", scale={"type": "log"}),
             "y": _q("cdf", "fraction of tokens <= x", scale={"domain": [0, 1]}),
-            "color": _color("run", "run"),
+            "color": _color("run", "run", data["run"].nunique()),
             "strokeDash": _n("step", "step", sort=labels),
             "tooltip": [
                 _n("run"),
@@ -262,7 +267,7 @@ def outcome_chart(df: pd.DataFrame) -> Spec:
                 "encoding": {
                     "x": _q("gap", "mean probability gap", scale={"type": "log"}),
                     "y": _q("score", "final score"),
-                    "color": _color("strategy", "strategy"),
+                    "color": _color("strategy", "strategy", data["strategy"].nunique()),
                     "shape": _n("status", "status"),
                     "tooltip": [
                         _n("run"),

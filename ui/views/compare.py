@@ -197,7 +197,12 @@ def body() -> None:
         "spikes survive. Hover a chart for every run's value at a step; red rules mark "
         "stop steps with the rule that fired."
     )
-    for r in run_rows:
+    links = st.columns(min(len(run_rows), 6))
+    for i, r in enumerate(run_rows):
+        with links[i % len(links)]:
+            st.page_link(
+                nav.RUN, label=f"{data.run_label(r)}: run page", query_params={"run": str(r["id"])}
+            )
         if r.get("status") == "failed":
             st.error(f"{data.run_label(r)} failed: {r.get('error') or 'no error text stored'}")
     ids = tuple(int(r["id"]) for r in run_rows)
