@@ -285,22 +285,22 @@ def _run(
     )
 
 
-def print_summary(cfg: SweepConfig, out: SweepOutcome) -> None:
+def print_summary(
+    cfg: SweepConfig, out: SweepOutcome, config_path: Path | str = "<config>"
+) -> None:
     """One line per trial and the compute used against the budget."""
     con = console()
     con.print(render_table(out.state, f"sweep {cfg.name}: {out.status}", cfg.steps))
-    stopped = [r for r in out.state.rows.values() if r.status == "stopped"]
-    failed = [r for r in out.state.rows.values() if r.status == "failed"]
-    saved = out.trial_steps_budget - out.trial_steps_used
-    con.print(
-        f"trial-steps used {out.trial_steps_used} of {out.trial_steps_budget} "
-        f"({saved} saved by {len(stopped)} stopped trial(s)); {len(failed)} failed; "
-        f"wall {out.wall_s:.0f} s; sweep id {out.sweep_id}"
-    )
+    rows = out.state.rows.values()
+    stopped = sum(1 for r in rows if r.status == "stopped")
+    failed = sum(1 for r in rows if r.status == "failed")
+    line = f"trial-steps used {out.trial_steps_used} of {out.trial_steps_budget}"
+    if out.status != "interrupted":
+        saved = out.trial_steps_budget - out.trial_steps_used
+        line += f" ({saved} not run: {stopped} trial(s) stopped, {failed} failed)"
+    con.print(f"{line}; wall {out.wall_s:.0f} s; sweep id {out.sweep_id}")
     if out.status == "interrupted":
-        con.print(
-            f"interrupted: continue with `gapwatch sweep <config> --resume` (sweep {cfg.name})"
-        )
+        con.print(f"interrupted: continue with `gapwatch sweep {config_path} --resume`")
 
 
 def run_sweep(
@@ -314,7 +314,7 @@ def run_sweep(
     """The ``gapwatch sweep`` command: validate, run or resume, record, summarise."""
     cfg, text = load_sweep_config(config_path, overrides)
     out = execute_sweep(cfg, text, db_url=db_url, address=address, resume=resume)
-    print_summary(cfg, out)
+    print_summary(cfg, out, config_path)
     if out.status == "interrupted":
         # Ctrl-C: Tune stopped gracefully and the store is flushed; the CLI exits 130
         raise KeyboardInterrupt
