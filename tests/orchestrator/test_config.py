@@ -191,3 +191,14 @@ def test_gpu_resources_put_the_worker_on_cuda(tmp_path: Path) -> None:
     assert all("device" not in s.run for s in expand(cpu))
     with pytest.raises(GapwatchError, match="resources.gpus"):
         parse_sweep_config({**GOOD, "resources": {"gpus": -1}})
+
+
+@pytest.mark.parametrize(
+    "path",
+    [QUICKSTART, *sorted((ROOT / "examples").glob("sweep-*.yaml"))],
+    ids=lambda p: p.name,
+)
+def test_every_example_sweep_validates(path: Path) -> None:
+    cfg, _ = load_sweep_config(path)
+    specs = expand(cfg)
+    assert sum(s.role == "control" for s in specs) == len(cfg.seeds)
