@@ -44,11 +44,11 @@ class _Strict(BaseModel):
 
 
 class Budgets(_Strict):
-    """Per-trajectory limits of the agentic environment."""
+    """Per-trajectory limits of the agentic environment (None: the worker preset's)."""
 
-    tokens_per_interaction: int = Field(default=64, gt=0)
+    tokens_per_interaction: int | None = Field(default=None, gt=0)
     """Per-interaction token budget: an action cut here is unparseable (-0.1)."""
-    max_interactions: int = Field(default=3, gt=0, le=50)
+    max_interactions: int | None = Field(default=None, gt=0, le=50)
     """Most interactions (tool calls + final answer) per trajectory."""
 
 
@@ -133,10 +133,10 @@ class SweepConfig(_Strict):
     """One pair of runs (control + treatments) per seed."""
     steps: int = Field(gt=0)
     """GRPO steps per trial (the budget each trial may use)."""
-    batch_size: int = Field(default=8, gt=0)
-    """Tasks drawn per step."""
-    group_size: int = Field(default=4, gt=1)
-    """Trajectories per task (GRPO's G)."""
+    batch_size: int | None = Field(default=None, gt=0)
+    """Tasks drawn per step (None: the worker preset's)."""
+    group_size: int | None = Field(default=None, gt=1)
+    """Trajectories per task, GRPO's G (None: the worker preset's)."""
     budgets: Budgets = Field(default_factory=Budgets)
     compression: list[Compression] = Field(min_length=1)
     """Compressed-trainer settings; each is crossed with every correction."""
@@ -233,18 +233,21 @@ def run_config_dict(
         "model": cfg.model,
         "seed": seed,
         "steps": cfg.steps,
-        "tasks_per_step": cfg.batch_size,
-        "group_size": cfg.group_size,
-        "token_budget": cfg.budgets.tokens_per_interaction,
-        "max_interactions": cfg.budgets.max_interactions,
         "compression": codec,
         "compression_kwargs": dict(codec_kwargs),
         "correction": correction,
         "correction_kwargs": dict(thresholds),
         "num_threads": max(1, int(cfg.resources.cpus)),
     }
-    if layers is not None:
-        d["compression_layers"] = layers
+    # Unset sizes and budgets keep the worker preset's values (workers.config.PRESETS)
+    optional = {
+        "tasks_per_step": cfg.batch_size,
+        "group_size": cfg.group_size,
+        "token_budget": cfg.budgets.tokens_per_interaction,
+        "max_interactions": cfg.budgets.max_interactions,
+        "compression_layers": layers,
+    }
+    d.update({k: v for k, v in optional.items() if v is not None})
     if cfg.resources.gpus > 0 and "device" not in cfg.worker:
         # Ray sets CUDA_VISIBLE_DEVICES per trial, so "cuda" is the trial's own GPU share
         d["device"] = "cuda"

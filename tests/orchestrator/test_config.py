@@ -164,7 +164,12 @@ def test_every_spec_is_a_valid_runconfig(tmp_path: Path) -> None:
 
 
 def test_quickstart_shape() -> None:
+    import workers.config
+
     cfg, _ = load_sweep_config(QUICKSTART)
+    quick_codec = getattr(workers.config, "QUICK_CODEC", None)
+    if quick_codec is not None:  # the workers' measured collapsing codec
+        assert [(c.codec, c.params) for c in cfg.compression] == [quick_codec]
     corr = {c.name for c in cfg.correction}
     assert {"none", "tis", "icepop", "seq_mis"} <= corr
     assert len(cfg.seeds) == 2 and cfg.steps <= 30
