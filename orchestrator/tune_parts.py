@@ -177,7 +177,10 @@ class Monitor(Stopper):
         step = int(result[STEP_KEY])
         hist = self.history[key]
         # A trial restarted from scratch re-sends early steps: its history starts over
-        if hist and hist[-1]["step"] >= step:
+        # Tune hands a finished trial's last result over once more: nothing new
+        if hist and hist[-1]["step"] == step:
+            return False
+        if hist and hist[-1]["step"] > step:
             del hist[:]
             self._sent = {m for m in self._sent if m[0] != key}
         hist.append({"step": step, **result.get(METRICS_KEY, {})})

@@ -143,3 +143,13 @@ def test_restarted_trial_history_starts_over(tmp_path: Path) -> None:
         mon("t", _result("s0-control", step, 0.5))
     mon("t", _result("s0-control", 1, 0.4))
     assert [h["step"] for h in mon.history["s0-control"]] == [1]
+
+
+def test_last_result_sent_twice_keeps_history() -> None:
+    """Tune re-sends a finished trial's last result; a control's history must stay whole."""
+    state = SweepState.of(_specs())
+    mon = Monitor(RULES, state, None)
+    for step in (1, 2, 3):
+        mon("t", _result("s0-control", step, 0.5))
+    assert mon("t", _result("s0-control", 3, 0.5)) is False
+    assert [h["step"] for h in mon.history["s0-control"]] == [1, 2, 3]
