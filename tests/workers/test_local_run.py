@@ -95,3 +95,10 @@ def test_a_failing_run_is_marked_failed_with_one_line(tmp_path: Path) -> None:
     st = open_store(url)
     (row,) = st.runs()
     assert row.status == "failed" and row.error is not None and "CUDA" in row.error
+
+
+def test_compressed_example_uses_the_preset_codec() -> None:
+    from workers.config import QUICK_CODEC
+
+    comp = load_run_config(EXAMPLES / "run-compressed.yaml", [])
+    assert (comp.compression, comp.compression_kwargs) == QUICK_CODEC

@@ -12,6 +12,7 @@ import torch
 
 from correction import names as N
 from workers import envs, train
+from workers.config import QUICK_CODEC
 from workers.loop import Trainer, build_rows, group_advantages, token_logps
 from workers.model import build_tokenizer, encode, load_policy
 from workers.rollout import rollout
@@ -124,9 +125,8 @@ def test_dense_fp32_circuits_agree_at_step_1() -> None:
 
 def test_compressed_gap_is_large_at_step_1() -> None:
     dense = next(iter(train(small(steps=1)))).metrics[N.PROBS_DIFF_MEAN]
-    comp = next(
-        iter(train(small(steps=1, compression="topk", compression_kwargs={"keep": 0.05})))
-    ).metrics
+    name, kw = QUICK_CODEC
+    comp = next(iter(train(small(steps=1, compression=name, compression_kwargs=kw)))).metrics
     assert comp[N.PROBS_DIFF_MEAN] >= 0.1 and comp[N.PROBS_DIFF_MEAN] >= 20 * dense
     assert dense > 0  # bfloat16 sampler vs float32 trainer: small, not zero
 
