@@ -45,6 +45,17 @@ class StopMark:
     rule: str
 
 
+def _no_index(df: pd.DataFrame) -> pd.DataFrame:
+    """``df`` with an empty string index: Streamlit hands a numeric index to Vega as an
+    extra ``(index)`` field on every row (shown in whole-row tooltips, converted per row).
+    """
+    return df.set_axis(pd.Index([""] * len(df), dtype=object), axis=0)
+
+
+def _datasets(**frames: pd.DataFrame) -> dict[str, pd.DataFrame]:
+    return {name: _no_index(df) for name, df in frames.items()}
+
+
 def _q(field: str, title: str | None = None, **kw: Any) -> dict[str, Any]:
     enc: dict[str, Any] = {"field": field, "type": "quantitative", **kw}
     if title is not None:
@@ -117,21 +128,28 @@ def _stops(stops: Sequence[StopMark]) -> tuple[list[Spec], pd.DataFrame]:
 
 
 def hover_frame(data: pd.DataFrame, max_steps: int = HOVER_STEPS) -> pd.DataFrame:
-    """Step -> one column per line key (``key``), at most ``max_steps`` evenly spaced steps.
+    """Step -> one column per line (named by ``key``), at most ``max_steps`` even steps.
 
     Each line's value at a step is its newest point at or before it (downsampled series
-    of different runs keep different steps). Few steps keep the hover layer cheap: its
-    rules and the nearest-point search scale with them, not with the drawn points.
+    of different runs keep different steps), rounded to 4 significant digits because the
+    tooltip shows the row as it is. Few steps keep the hover layer cheap: its rules and
+    the nearest-point search scale with them, not with the drawn points.
     """
     if data.empty:
         return pd.DataFrame({"step": []})
     wide = data.pivot_table(index="step", columns="key", values="value", aggfunc="last")
-    wide = wide.sort_index().ffill()
+    wide = wide.sort_index()
+    wide = wide.ffill().where(wide.bfill().notna())  # fill gaps, never past a line's end
     if len(wide) > max_steps:
         pick = sorted({round(i * (len(wide) - 1) / (max_steps - 1)) for i in range(max_steps)})
         wide = wide.iloc[pick]
+    wide = wide.map(_sig4)
     wide.columns = [str(c) for c in wide.columns]
     return wide.reset_index()
+
+
+def _sig4(v: float) -> float:
+    return v if pd.isna(v) or v == 0 else float(f"{v:.4g}")
 
 
 def line_chart(
@@ -155,11 +173,11 @@ def line_chart(
     data = df.dropna(subset=["value"])[cols]
     if log:
         data = data[data["value"] > 0]
-    # one tooltip column per line (k0, k1, ...) in a step -> values frame built here
+    # the hover rule's tooltip is its whole row: step, then one column per line, named
+    # by the line's label (a whole-row tooltip costs Vega one expression, not one per field)
     key_cols = [color_by, dash_by] if dash_by else [color_by]
-    labels = [tuple(str(x) for x in row) for row in data[key_cols].itertuples(index=False)]
-    keys = {label: f"k{i}" for i, label in enumerate(dict.fromkeys(labels))}
-    hover = hover_frame(data.assign(key=[keys[label] for label in labels]))
+    labels = [" · ".join(str(x) for x in row) for row in data[key_cols].itertuples(index=False)]
+    hover = hover_frame(data.assign(key=labels))
     x = _q("step", "step")
     y = _q("value", y_title, scale={"type": "log"} if log else {"zero": False})
     line_enc: dict[str, Any] = {
@@ -169,9 +187,6 @@ def line_chart(
     }
     if dash_by:
         line_enc["strokeDash"] = _n(dash_by, dash_by)
-    tooltip = [_q("step", "step")] + [
-        _q(k, " · ".join(label), format=".4g") for label, k in keys.items()
-    ]
     layers: list[Spec] = [
         {
             "data": {"name": "series"},
@@ -180,14 +195,13 @@ def line_chart(
         },
         {
             "data": {"name": "hover"},
-            "mark": {"type": "rule", "color": "#888888"},
+            "mark": {"type": "rule", "color": "#888888", "tooltip": {"content": "data"}},
             "encoding": {
                 "x": _q("step"),
                 "opacity": {
                     "condition": {"param": "hover", "empty": False, "value": 0.6},
                     "value": 0,
                 },
-                "tooltip": tooltip,
             },
             "params": [
                 {
@@ -203,15 +217,15 @@ def line_chart(
             ],
         },  # fmt: skip
     ]
-    datasets: dict[str, pd.DataFrame] = {"series": data, "hover": hover}
+    datasets = _datasets(series=data, hover=hover)
     h_layers, hdf = _hlines(hlines, log)
     if h_layers:
         layers += h_layers
-        datasets["hlines"] = hdf
+        datasets["hlines"] = _no_index(hdf)
     s_layers, sdf = _stops(stops)
     if s_layers:
         layers += s_layers
-        datasets["stops"] = sdf
+        datasets["stops"] = _no_index(sdf)
     return {
         "title": title,
         "height": HEIGHT,
@@ -246,7 +260,7 @@ def ecdf_chart(df: pd.DataFrame, *, title: str) -> Spec:
             ],
         },  # fmt: skip
         "data": {"name": "ecdf"},
-        "datasets": {"ecdf": data},
+        "datasets": _datasets(ecdf=data),
     }
 
 
@@ -284,5 +298,5 @@ def outcome_chart(df: pd.DataFrame) -> Spec:
                 "encoding": {"y": _q("y")},
             },
         ],
-        "datasets": {"runs": data},
+        "datasets": _datasets(runs=data),
     }
