@@ -25,7 +25,7 @@ RUN_STATUSES: tuple[str, ...] = ("running", "completed", "stopped", "failed")
 BUDGET_KEYS: tuple[str, ...] = ("steps", "max_steps", "total_steps", "num_steps")
 """Config keys that may hold a run's step budget (the first one present wins)."""
 
-POINTS_PER_CHART = 4000
+POINTS_PER_CHART = 3000
 """Default points budget of one comparison chart, shared by its runs' series."""
 MIN_POINTS = 100
 MAX_POINTS = 1000
@@ -302,14 +302,15 @@ def ecdf_frame(payload: Mapping[str, Any]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def auto_points(n_runs: int) -> int:
-    """Default max points per series for ``n_runs`` runs on one chart.
+def auto_points(n_lines: int) -> int:
+    """Default max points per series for a chart of ``n_lines`` lines.
 
-    Few runs get full detail (up to MAX_POINTS each); many runs share POINTS_PER_CHART so
-    a page of eight charts stays fast to draw. Downsampling keeps every bucket's min and
-    max, so spikes survive at any setting.
+    Few lines get full detail (up to MAX_POINTS each); many share POINTS_PER_CHART, so a
+    page of eight charts stays fast to draw (Streamlit's CSP-safe Vega interprets every
+    point's encoding). Downsampling keeps every bucket's min and max, so spikes survive
+    at any setting.
     """
-    return max(MIN_POINTS, min(MAX_POINTS, POINTS_PER_CHART // max(1, n_runs)))
+    return max(MIN_POINTS, min(MAX_POINTS, POINTS_PER_CHART // max(1, n_lines)))
 
 
 def thin_ecdf(ecdf: pd.DataFrame, max_points: int) -> pd.DataFrame:

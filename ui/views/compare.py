@@ -17,7 +17,7 @@ import streamlit as st
 from correction import names
 from ui import charts, data, nav, source
 
-ECDF_POINTS = 120  # points per ECDF line (evenly thinned; first and last kept)
+ECDF_POINTS = 80  # points per ECDF line (evenly thinned; first and last kept)
 
 
 @dataclass(frozen=True)
@@ -51,9 +51,25 @@ FIGURES: tuple[Figure, ...] = (
 )
 
 
-def all_names() -> tuple[str, ...]:
-    out = [m for f in FIGURES for m, _ in f.metrics]
-    return tuple(dict.fromkeys([*out, names.RESPONSE_BUDGET]))
+def names_by_lines() -> dict[int, tuple[str, ...]]:
+    """Metric names grouped by how many lines per run their figure draws (1 or 2)."""
+    out: dict[int, list[str]] = {}
+    for f in FIGURES:
+        out.setdefault(len(f.metrics), []).extend(m for m, _ in f.metrics)
+    out[1].append(names.RESPONSE_BUDGET)
+    return {k: tuple(dict.fromkeys(v)) for k, v in out.items()}
+
+
+def fetch(url: str, run_rows: list[dict[str, Any]], points: int | None) -> pd.DataFrame:
+    """Every figure's series; ``points`` per series, or by default each chart's points
+    budget shared by its lines (a two-slice figure draws two lines per run)."""
+    ids = tuple(int(r["id"]) for r in run_rows)
+    labels = source.labels_for(run_rows)
+    frames = [
+        source.series(url, ids, group, points or data.auto_points(len(ids) * k), labels)
+        for k, group in names_by_lines().items()
+    ]
+    return pd.concat(frames, ignore_index=True)
 
 
 def pick_runs(url: str) -> list[dict[str, Any]]:
@@ -183,15 +199,16 @@ def body() -> None:
     nav.qp_set("log", "1" if log else None)
     auto = data.auto_points(len(run_rows))
     points = c2.number_input(
-        "max points per series",
+        "max points per line",
         min_value=20,
         max_value=20000,
         value=nav.qp_int("points") or auto,
         step=100,
-        help=f"default: {data.POINTS_PER_CHART:,} per chart shared by the runs "
-        f"({data.MIN_POINTS}-{data.MAX_POINTS} per series)",
+        help=f"default: {data.POINTS_PER_CHART:,} points per chart shared by its lines "
+        f"({data.MIN_POINTS}-{data.MAX_POINTS} per line)",
     )
-    nav.qp_set("points", None if points == auto else int(points))
+    explicit = None if points == auto else int(points)
+    nav.qp_set("points", explicit)
     c3.caption(
         "Series are downsampled in the database keeping each bucket's min and max, so "
         "spikes survive. Hover a chart for every run's value at a step; red rules mark "
@@ -205,8 +222,7 @@ def body() -> None:
             )
         if r.get("status") == "failed":
             st.error(f"{data.run_label(r)} failed: {r.get('error') or 'no error text stored'}")
-    ids = tuple(int(r["id"]) for r in run_rows)
-    frame = source.series(url, ids, all_names(), int(points), source.labels_for(run_rows))
+    frame = fetch(url, run_rows, explicit)
     if frame.empty:
         st.info("The chosen runs have no stored step yet.")
         return
