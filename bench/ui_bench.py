@@ -141,17 +141,13 @@ def fill(st: Store, runs: int, steps: int, n_metrics: int, seed: int = 0) -> dic
     return {"sweep_id": sid, "ids": ids, "fill_s": time.perf_counter() - t0, "names": metric_list}
 
 
-def measure(
-    browser: Any, url: str, charts: int, tables: int, repeats: int, cold: bool
-) -> list[float]:
-    """Seconds to drawn for ``repeats`` loads, each in a new tab (as following a link)."""
+def measure(page: Any, url: str, charts: int, tables: int, repeats: int, cold: bool) -> list[float]:
+    """Seconds to drawn for ``repeats`` full page loads in the same tab (following a link)."""
     out = []
     for _ in range(repeats):
         # cold: let every cached query expire; warm: a short pause, well within the TTL
         time.sleep(TTL_S + 0.5 if cold else 1.0)
-        page = browser.new_page(viewport=VIEWPORT)
         out.append(load(page, url, charts=charts, tables=tables, timeout_s=120))
-        page.close()
     return out
 
 
@@ -202,15 +198,14 @@ def main() -> int:
         page = browser.new_page(viewport=VIEWPORT)
         first_sweep = load(page, srv.url + sweep_url, charts=1, tables=3, timeout_s=180)
         first_cmp = load(page, srv.url + cmp_url, charts=8, timeout_s=180)
-        page.close()
         print(f"warm-up loads: sweep {first_sweep:.2f} s, compare {first_cmp:.2f} s", flush=True)
         for label, path, charts, tables in (
             ("sweep", sweep_url, 1, 3),
             ("compare", cmp_url, 8, 0),
         ):
             results[label] = {
-                "warm": measure(browser, srv.url + path, charts, tables, args.repeats, cold=False),
-                "cold": measure(browser, srv.url + path, charts, tables, args.repeats, cold=True),
+                "warm": measure(page, srv.url + path, charts, tables, args.repeats, cold=False),
+                "cold": measure(page, srv.url + path, charts, tables, args.repeats, cold=True),
             }
             for kind, xs in results[label].items():
                 print(f"  {label} ({kind} cache): median {statistics.median(xs):.2f} s  "
@@ -229,8 +224,8 @@ def main() -> int:
         + (f" (filled in {fill_s:.0f} s)" if fill_s else ""),
         "- measured: Debian Chromium (headless, Playwright), seconds from navigation start "
         "until every chart (vega-embed svg with marks) and table (data grid canvas) of the "
-        f"page is drawn; median of {args.repeats} loads, each in a new tab, after one "
-        "warm-up load per page. "
+        f"page is drawn; median of {args.repeats} full page loads (same tab, as following "
+        "a link) after one warm-up load per page. "
         f"Warm cache = 1 s after the previous load, within the UI's {TTL_S:.0f} s query "
         "TTL; cold = after it expired (every query runs again).",
         f"- warm-up (first) loads: sweep {first_sweep:.2f} s, compare {first_cmp:.2f} s",
