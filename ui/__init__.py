@@ -1,1 +1,16 @@
-"""gapwatch ui package."""
+"""gapwatch's web UI: a Streamlit app over the store, read-only.
+
+Start it with ``gapwatch ui [--db URL] [--port N]`` (``ui.launch.serve``). Map:
+
+- ``app.py``: the Streamlit entry point; registers the four pages (``views/``):
+  sweeps ``/``, one sweep ``/sweep?sweep=ID``, runs compared ``/compare?runs=ID,ID``,
+  one run ``/run?run=ID``. Every choice on a page lives in its URL.
+- ``source.py``: the only module that reads the store (cached, short TTL);
+  ``locate.py``: which database, and whether it exists (no Streamlit import).
+- ``data.py``: pure pandas shaping (runs table, leaderboard, steps saved, ECDFs);
+  ``charts.py``: Vega-Lite specs; ``nav.py``: URL state and the per-page error guard.
+- ``launch.py``: ``serve`` and ``running_server`` (headless server on a free port);
+  ``browser.py``: Chromium via Playwright; ``screenshot.py``: the README's pair image.
+
+Depends on ``store`` and ``correction.names`` only; nothing imports ``ui``.
+"""

@@ -101,6 +101,24 @@ def sweeps_table(
     return pd.DataFrame(rows, columns=cols)
 
 
+def sweep_times(runs: Sequence[Mapping[str, Any]]) -> dict[int, tuple[Any, Any]]:
+    """Per sweep: (first run's start, last run's end), the end None while a run is open."""
+    out: dict[int, tuple[Any, Any]] = {}
+    open_sweeps: set[int] = set()
+    for r in runs:
+        sid = int(r["sweep_id"])
+        start, end = r.get("started"), r.get("ended")
+        first, last = out.get(sid, (None, None))
+        if start is not None and (first is None or start < first):
+            first = start
+        if end is None:
+            open_sweeps.add(sid)
+        elif last is None or end > last:
+            last = end
+        out[sid] = (first, last)
+    return {sid: (a, None if sid in open_sweeps else b) for sid, (a, b) in out.items()}
+
+
 def runs_table(
     runs: Sequence[Mapping[str, Any]], latest: Mapping[int, Mapping[str, float | None]]
 ) -> pd.DataFrame:

@@ -174,3 +174,16 @@ def test_auto_points_and_ecdf_thinning() -> None:
     assert t["value"].iloc[0] == 1.0 and t["value"].iloc[-1] == 1000.0 and t["cdf"].iloc[-1] == 1.0
     assert t["cdf"].is_monotonic_increasing
     assert data.thin_ecdf(e.head(10), 50).equals(e.head(10))
+
+
+def test_sweep_times() -> None:
+    from datetime import datetime
+
+    t = [datetime(2026, 1, 1, h) for h in range(6)]
+    runs = [
+        {"sweep_id": 1, "started": t[1], "ended": t[3]},
+        {"sweep_id": 1, "started": t[0], "ended": t[4]},
+        {"sweep_id": 2, "started": t[2], "ended": None},
+        {"sweep_id": 2, "started": t[1], "ended": t[5]},
+    ]
+    assert data.sweep_times(runs) == {1: (t[0], t[4]), 2: (t[1], None)}

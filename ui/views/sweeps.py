@@ -19,6 +19,8 @@ def body() -> None:
         )
         return
     table = data.sweeps_table(sweep_rows)
+    times = data.sweep_times(source.runs(url, None))
+    table["last run ended"] = [times.get(int(i), (None, None))[1] for i in table["id"]]
     table["open"] = [f"sweep?sweep={i}" for i in table["id"]]
     picked = st.dataframe(
         table,
@@ -29,6 +31,9 @@ def body() -> None:
         column_config={
             "open": st.column_config.LinkColumn("open", display_text="open"),
             "created": st.column_config.DatetimeColumn("created", format="YYYY-MM-DD HH:mm"),
+            "last run ended": st.column_config.DatetimeColumn(
+                "last run ended", format="YYYY-MM-DD HH:mm"
+            ),
         },
     )
     rows = picked.selection.rows if picked is not None else []
