@@ -1,6 +1,7 @@
 """Screenshot the pair page (a stopped treatment next to its dense control) of any store.
 
     python -m ui.screenshot --db sqlite:///gapwatch.db --out docs/img/pair.png [--runs 2,1]
+        [--query log=1]
 
 Without ``--runs`` it picks the first stopped treatment and its control (else the first
 treatment, else the first run). Starts a headless server on a free loopback port, waits
@@ -46,11 +47,18 @@ def pick_pair(db_url: str) -> list[int]:
     return [int(runs[0]["id"])]
 
 
-def shoot(db_url: str, out: Path, runs: list[int] | None = None, settle_s: float = 1.0) -> Path:
-    """Write the compare page of ``runs`` (default: :func:`pick_pair`) to ``out``."""
+def shoot(
+    db_url: str, out: Path, runs: list[int] | None = None, extra: str = "log=1",
+    settle_s: float = 1.0,
+) -> Path:  # fmt: skip
+    """Write the compare page of ``runs`` (default: :func:`pick_pair`) to ``out``.
+
+    ``extra``: more URL parameters; by default the log axis, on which a dense control's
+    gap (~0.006) and a compressed run's (~0.6) are both readable.
+    """
     ids = runs or pick_pair(db_url)
     out.parent.mkdir(parents=True, exist_ok=True)
-    query = "compare?runs=" + ",".join(map(str, ids))
+    query = "compare?runs=" + ",".join(map(str, ids)) + (f"&{extra}" if extra else "")
     with running_server(db_url) as srv, chromium() as browser:
         page = browser.new_page(viewport=VIEWPORT)
         load(page, f"{srv.url}/{query}", charts=PAIR_CHARTS, timeout_s=60)
@@ -72,10 +80,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--runs", default=None, help="comma-separated run ids (default: a stopped pair)"
     )
+    ap.add_argument("--query", default="log=1", help="more URL parameters (default: log=1)")
     args = ap.parse_args(argv)
     try:
         ids = data.parse_int_list(args.runs) or None
-        path = shoot(resolve(args.db), args.out, ids)
+        path = shoot(resolve(args.db), args.out, ids, extra=args.query)
     except (UIError, BrowserError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
