@@ -96,6 +96,7 @@ def main() -> int:
     ap.add_argument(
         "--threads", type=int, default=1, help="torch threads per run (the sweep uses 1)"
     )
+    ap.add_argument("--out", type=Path, default=OUT, help="Markdown fragment to write")
     args = ap.parse_args()
     command = " ".join(
         [".venv/bin/python", "bench/worker_bench.py", *map(shlex.quote, sys.argv[1:])]
@@ -137,8 +138,11 @@ def main() -> int:
     succ_best = max(r[N.SUCCESS_RATE] for r in dense)
     dense_min_score = min(r[N.SCORE_MEAN] for r in dense)
     below = stays_below_zero_from(comp)
-    clip_at = first(comp, lambda r: r[N.CLIP_RATIO] >= 0.5)
-    zadv_at = first(comp, lambda r: r[N.ZERO_ADV_FRAC] >= 0.95)
+    # counted from the collapse on (a hard batch earlier can give all-equal rewards too)
+    after = [r for r in comp if below is not None and r["step"] >= below]
+    clip_at = first(after, lambda r: r[N.CLIP_RATIO] >= 0.5)
+    zadv_at = first(after, lambda r: r[N.ZERO_ADV_FRAC] >= 0.95)
+    dense_below = [str(int(r["step"])) for r in dense if r[N.SCORE_MEAN] <= 0]
     times = [r[N.STEP_TIME] for r in dense + comp]
     med = statistics.median(times)
     med_dense = statistics.median(r[N.STEP_TIME] for r in dense)
@@ -174,8 +178,8 @@ def main() -> int:
             ok(succ_late > succ1),
         ),
         (
-            "3b. dense min `critic/score/mean` over the run",
-            f"{dense_min_score:+.3f}",
+            "3b. dense min `critic/score/mean` over the run (steps <= 0)",
+            f"{dense_min_score:+.3f} ({', '.join(dense_below) or 'none'})",
             "> 0",
             ok(dense_min_score > 0),
         ),
@@ -186,13 +190,13 @@ def main() -> int:
             ok(below is not None),
         ),
         (
-            "4b. compressed: first step clip_ratio >= 0.5",
+            "4b. compressed: first step (from 4a on) clip_ratio >= 0.5",
             str(clip_at) if clip_at else "never",
             "either 4b",
             "-",
         ),
         (
-            "4c. compressed: first step zero_group_frac >= 0.95",
+            "4c. compressed: first step (from 4a on) zero_group_frac >= 0.95",
             str(zadv_at) if zadv_at else "never",
             "or 4c",
             ok(clip_at is not None or zadv_at is not None),
@@ -236,9 +240,9 @@ def main() -> int:
             f"{c[N.SCORE_MEAN]:+.3f} | {c[N.SUCCESS_RATE]:.3f} | {c[N.PROBS_DIFF_MEAN]:.4f} | {c[N.CLIP_RATIO]:.2f} | "
             f"{c[N.ZERO_ADV_FRAC]:.2f} | {c[N.RESPONSE_LENGTH_MEAN]:.1f} |"
         )
-    OUT.parent.mkdir(parents=True, exist_ok=True)
-    OUT.write_text("\n".join(lines) + "\n")
-    print(f"\nwrote {OUT}")
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text("\n".join(lines) + "\n")
+    print(f"\nwrote {args.out}")
     return 0
 
 

@@ -34,6 +34,7 @@ from transformers import (
     LlamaForCausalLM,
     PreTrainedTokenizerFast,
 )
+from transformers.utils import logging as hf_logging
 
 from workers import envs
 from workers.config import RunConfig
@@ -106,6 +107,7 @@ def warm_start_key(cfg: RunConfig) -> str:
 
 def load_policy(cfg: RunConfig) -> tuple[torch.nn.Module, Any]:
     """The trainer's model (``trainer_dtype`` on ``device``) and its tokenizer."""
+    hf_logging.disable_progress_bar()  # one bar per load is noise in a sweep's logs
     if cfg.model != "tiny" and not (Path(cfg.model) / "config.json").is_file():
         raise ValueError(
             f"model must be 'tiny' or a local HF model directory with config.json, got {cfg.model!r}"

@@ -71,3 +71,10 @@ def test_role_and_pairing() -> None:
     assert dense.role == "control" and comp.role == "treatment"
     assert dense.pair_key() == comp.pair_key() != other.pair_key()
     assert dense.trial_id() != comp.trial_id()
+
+
+def test_public_api_is_pinned() -> None:
+    import workers
+
+    assert workers.__all__ == ["RunConfig", "StepResult", "train"]
+    assert callable(workers.train) and workers.StepResult.__name__ == "StepResult"
