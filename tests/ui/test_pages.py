@@ -293,3 +293,27 @@ def test_missing_postgresql_database_is_one_line(
     at = render(monkeypatch, url)
     no_exception(at)
     assert len(at.error) == 1 and "gapwatch_no_such_db" in at.error[0].value, at.error
+
+
+def test_run_without_steps_renders_everywhere(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from store import open_store
+
+    url = f"sqlite:///{tmp_path / 'fresh.db'}"
+    st = open_store(url)
+    sid = st.ensure_sweep("just-started", "x: 1")
+    rid = st.ensure_run(
+        sid, "t0", role="control", pair_key="p", seed=0, compression="none",
+        correction="none", config={},
+    )  # fmt: skip
+    st.close()
+    at = render(monkeypatch, url, "views/sweep.py", sweep=sid)
+    no_exception(at)
+    assert at.dataframe[0].value["steps used"].isna().all()
+    at = render(monkeypatch, url, "views/compare.py", runs=rid)
+    no_exception(at)
+    assert "no stored step yet" in texts(at)
+    at = render(monkeypatch, url, "views/run.py", run=rid)
+    no_exception(at)
+    assert "no stored metric yet" in texts(at)
