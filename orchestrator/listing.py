@@ -15,6 +15,9 @@ def print_runs(db_url: str | None, sweep_name: str | None = None) -> None:
     """Print every sweep with its run counts, then each run (optionally of one sweep)."""
     st = open_store(db_url, read_only=True)
     console = Console()
+    if not console.is_terminal:
+        # Piped or captured output: do not squeeze the table into 80 columns.
+        console = Console(width=200)
     sweeps = st.sweeps()
     if sweep_name is not None:
         sweeps = [s for s in sweeps if s.name == sweep_name]
@@ -39,16 +42,37 @@ def print_runs(db_url: str | None, sweep_name: str | None = None) -> None:
 
     latest = st.latest([r.id for r in runs], [names.SCORE_MEAN, names.PROBS_DIFF_MEAN])
     t = Table(title="runs")
-    for col in ("id", "sweep", "trial", "role", "seed", "codec", "correction", "status",
-                "stop", "steps", "score", "gap"):
+    for col in (
+        "id",
+        "sweep",
+        "trial",
+        "role",
+        "seed",
+        "codec",
+        "correction",
+        "status",
+        "stop",
+        "steps",
+        "score",
+        "gap",
+    ):
         t.add_column(col)
     for r in runs:
         last = latest.get(r.id, {})
         stop = f"{r.stop_rule}@{r.stop_step}" if r.stop_rule else ""
         t.add_row(
-            str(r.id), str(r.sweep_id or ""), r.trial_id, r.role, str(r.seed), r.compression,
-            r.correction, r.status, stop, str(r.last_step or 0),
-            _fmt(last.get(names.SCORE_MEAN)), _fmt(last.get(names.PROBS_DIFF_MEAN)),
+            str(r.id),
+            str(r.sweep_id or ""),
+            r.trial_id,
+            r.role,
+            str(r.seed),
+            r.compression,
+            r.correction,
+            r.status,
+            stop,
+            str(r.last_step or 0),
+            _fmt(last.get(names.SCORE_MEAN)),
+            _fmt(last.get(names.PROBS_DIFF_MEAN)),
         )
     console.print(t)
 
