@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 HEIGHT = 260
@@ -137,19 +138,22 @@ def hover_frame(data: pd.DataFrame, max_steps: int = HOVER_STEPS) -> pd.DataFram
     """
     if data.empty:
         return pd.DataFrame({"step": []})
-    wide = data.pivot_table(index="step", columns="key", values="value", aggfunc="last")
-    wide = wide.sort_index()
+    last = data.drop_duplicates(["step", "key"], keep="last")
+    wide = last.pivot(index="step", columns="key", values="value").sort_index()
     wide = wide.ffill().where(wide.bfill().notna())  # fill gaps, never past a line's end
     if len(wide) > max_steps:
         pick = sorted({round(i * (len(wide) - 1) / (max_steps - 1)) for i in range(max_steps)})
         wide = wide.iloc[pick]
-    wide = wide.map(_sig4)
+    wide = pd.DataFrame(_sig4(wide.to_numpy(dtype=float)), index=wide.index, columns=wide.columns)
     wide.columns = [str(c) for c in wide.columns]
     return wide.reset_index()
 
 
-def _sig4(v: float) -> float:
-    return v if pd.isna(v) or v == 0 else float(f"{v:.4g}")
+def _sig4(x: np.ndarray) -> np.ndarray:
+    """``x`` rounded to 4 significant digits (zeros and NaN kept)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        mag = np.where(x == 0, 1.0, 10.0 ** (np.floor(np.log10(np.abs(x))) - 3))
+        return np.where(np.isfinite(x) & (x != 0), np.round(x / mag) * mag, x)
 
 
 def line_chart(
@@ -176,7 +180,9 @@ def line_chart(
     # the hover rule's tooltip is its whole row: step, then one column per line, named
     # by the line's label (a whole-row tooltip costs Vega one expression, not one per field)
     key_cols = [color_by, dash_by] if dash_by else [color_by]
-    labels = [" · ".join(str(x) for x in row) for row in data[key_cols].itertuples(index=False)]
+    labels = data[key_cols[0]].astype(str)
+    for col in key_cols[1:]:
+        labels = labels + " · " + data[col].astype(str)
     hover = hover_frame(data.assign(key=labels))
     x = _q("step", "step")
     y = _q("value", y_title, scale={"type": "log"} if log else {"zero": False})

@@ -15,6 +15,7 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from correction import names
@@ -264,21 +265,26 @@ def _mean(values: Iterable[Any]) -> float | None:
     return sum(xs) / len(xs) if xs else None
 
 
-def series_frame(points: Iterable[Mapping[str, Any]], labels: Mapping[int, str]) -> pd.DataFrame:
-    """Store points -> columns run_id, run, name, step, value (NaN where not finite), flag."""
-    rows = [
-        {
-            "run_id": int(p["run_id"]),
-            "run": labels.get(int(p["run_id"]), f"#{p['run_id']}"),
-            "name": p["name"],
-            "step": int(p["step"]),
-            "value": _finite(p.get("value")),
-            "flag": p.get("flag"),
-        }
-        for p in points
-    ]
-    df = pd.DataFrame(rows, columns=["run_id", "run", "name", "step", "value", "flag"])
-    df["value"] = pd.to_numeric(df["value"], errors="coerce")
+SERIES_COLUMNS = ("run_id", "name", "step", "value", "flag")
+
+
+def series_frame(points: Iterable[Any], labels: Mapping[int, str]) -> pd.DataFrame:
+    """Store points -> columns run_id, run, name, step, value (NaN where not finite), flag.
+
+    ``points``: mappings with the store's Point fields, or Point tuples themselves
+    (run_id, name, step, value, flag), which build the frame without a per-point dict.
+    """
+    rows = list(points)
+    if rows and isinstance(rows[0], Mapping):
+        rows = [tuple(p.get(c) for c in SERIES_COLUMNS) for p in rows]
+    df = pd.DataFrame.from_records(rows, columns=list(SERIES_COLUMNS))
+    df["run_id"] = df["run_id"].astype("int64")
+    df["step"] = df["step"].astype("int64")
+    value = pd.to_numeric(df["value"], errors="coerce").astype("float64")
+    df["value"] = value.where(np.isfinite(value))
+    names_for = {i: labels.get(int(i), f"#{i}") for i in df["run_id"].unique()}
+    df.insert(1, "run", df["run_id"].map(names_for).astype(object))
+    df = df.astype({"name": object, "flag": object})
     return df.sort_values(["run_id", "name", "step"], kind="stable").reset_index(drop=True)
 
 

@@ -114,7 +114,7 @@ def series(
     if not run_ids or not names:
         return data.series_frame([], {})
     points = _store(url).series(list(run_ids), list(names), max_points=max_points)
-    return data.series_frame((as_dict(p) for p in points), dict(labels))
+    return data.series_frame(points, dict(labels))
 
 
 @st.cache_data(ttl=TTL_S, show_spinner=False)
