@@ -172,6 +172,7 @@ def main() -> int:
         args.runs, args.steps, args.repeats = 10, 100, 3
     if args.metrics > len(UI_NAMES) + len(OTHER_NAMES):
         ap.error(f"--metrics at most {len(UI_NAMES) + len(OTHER_NAMES)}")
+    load_start = os.getloadavg()
     cmd = "python bench/ui_bench.py " + " ".join(shlex.quote(a) for a in sys.argv[1:])
     tmp = tempfile.TemporaryDirectory(prefix="ui_bench_")
     url = args.db or f"sqlite:///{tmp.name}/ui_bench.db"
@@ -216,14 +217,16 @@ def main() -> int:
         "",
         f"- date: {datetime.now(UTC):%Y-%m-%d %H:%M UTC}",
         f"- machine: {machine()}",
-        f"- load average at the end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}"
+        f"- load average (1/5/15 min) at the start: {' '.join(f'{x:.2f}' for x in load_start)}"
+        f", at the end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}"
         " (a shared machine reads slower; rerun on a quiet one for final figures)",
         f"- command: `{cmd}`",
         f"- store: SQLite, {len(ids)} runs x {args.steps} steps x {args.metrics} metrics = "
         f"{n_rows:,} metric rows, |log-ratio| distributions every 20 steps"
         + (f" (filled in {fill_s:.0f} s)" if fill_s else ""),
         "- measured: Debian Chromium (headless, Playwright), seconds from navigation start "
-        "until every chart (vega-embed svg with marks) and table (data grid canvas) of the "
+        "until every chart (vega-embed svg or canvas with marks) and table (data grid "
+        "canvas) of the "
         f"page is drawn; median of {args.repeats} full page loads (same tab, as following "
         "a link) after one warm-up load per page. "
         f"Warm cache = 1 s after the previous load, within the UI's {TTL_S:.0f} s query "

@@ -8,6 +8,7 @@ URL: ``sweep`` (id), ``status``/``role``/``correction`` (comma lists), ``q`` (te
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 import pandas as pd
@@ -16,6 +17,11 @@ import streamlit as st
 from correction import names
 from ui import charts, data, nav, source
 
+RUN_COLUMNS = [
+    "run", "status", "stop rule", "stop step", "steps used", "budget", "used/budget",
+    "last score", "last gap", "open", "pair view", "role", "seed", "codec", "correction",
+    "error",
+]  # fmt: skip
 GAP_POINTS = 200  # points per run behind the leaderboard's mean gap (downsampled in SQL)
 
 
@@ -87,6 +93,7 @@ def runs_section(url: str, run_rows: list[dict[str, Any]], table: pd.DataFrame) 
         on_select="rerun",
         selection_mode="multi-row",
         key="runs_table",
+        column_order=RUN_COLUMNS,
         column_config={
             "id": st.column_config.NumberColumn("id", width="small"),
             "used/budget": st.column_config.ProgressColumn(
@@ -186,7 +193,9 @@ def body() -> None:
     sweep_id = int(sweep["id"])
     run_rows = source.runs(url, sweep_id)
     head.title(f"Sweep {sweep['name']}")
-    st.caption(f"status {sweep.get('status')} · created {sweep.get('created')}")
+    created = sweep.get("created")
+    when = f"{created:%Y-%m-%d %H:%M UTC}" if isinstance(created, datetime) else created
+    st.caption(f"status **{sweep.get('status')}** · created {when}")
     if not run_rows:
         st.info("This sweep has no run recorded yet.")
         return
