@@ -117,8 +117,8 @@ def _stops(stops: Sequence[StopMark]) -> tuple[list[Spec], pd.DataFrame]:
             "data": {"name": "stops"},
             "mark": {
                 "type": "text",
-                "align": "left",
-                "dx": 3,
+                "align": "right",  # left of the line: a stop is often a run's last step
+                "dx": -3,
                 "baseline": "top",
                 "color": STOP_COLOR,
             },
@@ -184,7 +184,7 @@ def line_chart(
     for col in key_cols[1:]:
         labels = labels + " · " + data[col].astype(str)
     hover = hover_frame(data.assign(key=labels))
-    x = _q("step", "step")
+    x = _q("step", "step", axis={"format": "d", "tickMinStep": 1})
     y = _q("value", y_title, scale={"type": "log"} if log else {"zero": False})
     line_enc: dict[str, Any] = {
         "x": x,

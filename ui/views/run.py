@@ -35,7 +35,7 @@ def header(url: str, run: dict[str, Any]) -> None:
     if run.get("status") == "stopped":
         st.warning(
             f"stopped at step {run.get('stop_step')} by rule **{run.get('stop_rule')}** "
-            "(evidence below)"
+            "(its evidence: the decisions tab)"
         )
     if run.get("status") == "failed":
         st.error(f"this run failed: {run.get('error') or 'no error text stored'}")
@@ -122,14 +122,17 @@ def metrics_section(url: str, run: dict[str, Any]) -> None:
         if run.get("stop_step") is not None
         else []
     )
-    for m in chosen:
+    grid = st.columns(2)
+    for i, m in enumerate(chosen):
         df = frame[frame["name"] == m]
-        if df.dropna(subset=["value"]).empty:
-            st.caption(f"`{m}`: no finite value stored")
-            continue
-        st.vega_lite_chart(
-            charts.line_chart(df, title=m, y_title=m, log=log, stops=stops), width="stretch"
-        )
+        with grid[i % 2]:
+            if df.dropna(subset=["value"]).empty:
+                st.caption(f"`{m}`: no finite value stored")
+                continue
+            spec = charts.line_chart(
+                df, title=m, y_title=m.rsplit("/", 1)[-1], log=log, stops=stops
+            )
+            st.vega_lite_chart(spec, width="stretch")
 
 
 def body() -> None:
