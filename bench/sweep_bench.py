@@ -110,6 +110,13 @@ def main() -> int:
             sc = scores(st_free, free.id) if free is not None else {}
             below = [s for s in sorted(sc) if sc[s] < 0]
             last = sc[max(sc)] if sc else None
+            # The first step from which the score stays below zero to the end (None if it
+            # ends at or above zero): tells a transient dip from the collapse itself
+            stays = None
+            for s in sorted(sc, reverse=True):
+                if sc[s] >= 0:
+                    break
+                stays = s
             rows.append(
                 {
                     "trial": r.trial_id,
@@ -118,6 +125,7 @@ def main() -> int:
                     "stop": f"{r.stop_rule} @ {r.stop_step}" if r.stop_rule else "",
                     "stop_step": r.stop_step,
                     "first_below_zero": below[0] if below else None,
+                    "stays_below_zero": stays,
                     "collapsed": last is not None and last < 0,
                     "last_score": last,
                     "steps": r.last_step or 0,
@@ -127,15 +135,21 @@ def main() -> int:
     controls_stopped = [x for x in rows if x["role"] == "control" and x["status"] == "stopped"]
     treat = [x for x in rows if x["role"] == "treatment"]
     late: list[str] = []
+    late_sustained: list[str] = []
     for x in treat:
         if not x["collapsed"]:
             x["ok"] = "n/a (did not collapse)"
             continue
-        fb, ss = x["first_below_zero"], x["stop_step"]
+        fb, fs, ss = x["first_below_zero"], x["stays_below_zero"], x["stop_step"]
         good = ss is not None and fb is not None and ss <= fb + MAX_LAG
-        x["ok"] = "yes" if good else "NO"
+        good_sustained = ss is not None and fs is not None and ss <= fs + MAX_LAG
+        x["ok"] = ("yes" if good else "NO") + (
+            "" if good else " (yes from the sustained fall)" if good_sustained else " (no)"
+        )
         if not good:
             late.append(x["trial"])
+        if not good_sustained:
+            late_sustained.append(x["trial"])
     saved = out_free.trial_steps_used - out_rules.trial_steps_used
     frac = saved / out_free.trial_steps_used if out_free.trial_steps_used else 0.0
 
@@ -158,15 +172,21 @@ def main() -> int:
         f"| controls stopped | {len(controls_stopped)} | 0 |",
         f"| collapsing treatments stopped late (> {MAX_LAG} steps after score < 0) "
         f"| {len(late)} of {sum(1 for x in treat if x['collapsed'])} | 0 |",
+        f"| same, counted from the step the score stays below zero to the end "
+        f"| {len(late_sustained)} of {sum(1 for x in treat if x['collapsed'])} | - |",
         "",
-        "| trial | role | status (with rules) | stop | score < 0 first at | collapsed (no-stop last score) | stopped in time |",
-        "|---|---|---|---|---|---|---|",
+        "Score columns come from the no-stopping sweep (every trial runs all steps).",
+        "",
+        "| trial | role | status (with rules) | stop | score < 0 first at | stays < 0 from "
+        "| collapsed (last score) | stopped in time |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for x in rows:
         last_txt = "" if x["last_score"] is None else f"{x['last_score']:+.3f}"
         lines.append(
             f"| {x['trial']} | {x['role']} | {x['status']} | {x['stop']} | "
-            f"{x['first_below_zero'] or 'never'} | {'yes' if x['collapsed'] else 'no'} ({last_txt}) | "
+            f"{x['first_below_zero'] or 'never'} | {x['stays_below_zero'] or '-'} | "
+            f"{'yes' if x['collapsed'] else 'no'} ({last_txt}) | "
             f"{x.get('ok', '-')} |"
         )
     text = "\n".join(lines) + "\n"
