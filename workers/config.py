@@ -92,6 +92,9 @@ class RunConfig:
     """Optimizer steps per GRPO step (the batch is split by trajectory)."""
     lr_warmup_steps: int = 5
     """Linear learning-rate warm-up over this many GRPO steps (0: constant lr)."""
+    micro_batch: int | None = None
+    """Trajectories per forward/backward (gradient accumulation); None: a whole minibatch at
+    once. Bounds memory for long histories and large vocabularies; results are unchanged."""
     max_grad_norm: float | None = 1.0
     """Gradient clipping norm; None for no clipping."""
     adv_eps: float = 1e-6
@@ -160,6 +163,7 @@ class RunConfig:
             "max_grad_norm must be > 0 or null",
         )
         need(self.num_threads is None or self.num_threads >= 1, "num_threads must be >= 1 or null")
+        need(self.micro_batch is None or self.micro_batch >= 1, "micro_batch must be >= 1 or null")
         need(
             self.old_logprobs in ("trainer", "sampler"),
             f"old_logprobs must be 'trainer' or 'sampler', got {self.old_logprobs!r}",

@@ -90,8 +90,14 @@ def build_rows(trajs: list[Trajectory], adv: torch.Tensor) -> Rows:
 
 
 def token_logps(
-    model: nn.Module, trajs: list[Trajectory], pad: int, temperature: float, device: torch.device
-) -> tuple[torch.Tensor, torch.Tensor]:
+    model: nn.Module,
+    trajs: list[Trajectory],
+    pad: int,
+    temperature: float,
+    device: torch.device,
+    *,
+    entropy: bool = True,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Forward of whole trajectories -> (B, T-1) log-prob of each next token, (B, T-1) entropy."""
     width = max(len(t.ids) for t in trajs)
     ids = torch.full((len(trajs), width), pad, dtype=torch.long)
@@ -100,20 +106,42 @@ def token_logps(
     lengths = torch.tensor([len(t.ids) for t in trajs])
     attn = (torch.arange(width)[None] < lengths[:, None]).long()  # (B, T) right padding
     ids, attn = ids.to(device), attn.to(device)
-    logits = (
-        model(input_ids=ids, attention_mask=attn).logits[:, :-1].float() / temperature
-    )  # (B, T-1, V)
-    logp_all = torch.log_softmax(logits, dim=-1)  # (B, T-1, V)
-    logp = logp_all.gather(-1, ids[:, 1:, None]).squeeze(-1)  # (B, T-1)
-    entropy = -(logp_all.exp() * logp_all).sum(-1)  # (B, T-1)
-    return logp, entropy
+    logits = model(input_ids=ids, attention_mask=attn).logits[:, :-1].float() / temperature
+    logz = torch.logsumexp(logits, dim=-1)  # (B, T-1)
+    logp = logits.gather(-1, ids[:, 1:, None]).squeeze(-1) - logz  # (B, T-1)
+    if not entropy:
+        return logp, None
+    ent = logz - (torch.softmax(logits, dim=-1) * logits).sum(-1)  # (B, T-1)
+    return logp, ent
+
+
+def chunked_logps(
+    model: nn.Module,
+    trajs: list[Trajectory],
+    pad: int,
+    temperature: float,
+    device: torch.device,
+    micro: int,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``token_logps`` (no grad) ``micro`` trajectories at a time, stacked to (B, T-1) on CPU."""
+    width = max(len(t.ids) for t in trajs) - 1
+    logp, ent = torch.zeros((len(trajs), width)), torch.zeros((len(trajs), width))
+    for lo in range(0, len(trajs), micro):
+        lp, en = token_logps(model, trajs[lo : lo + micro], pad, temperature, device)
+        assert en is not None
+        logp[lo : lo + micro, : lp.shape[1]], ent[lo : lo + micro, : en.shape[1]] = (
+            lp.cpu(),
+            en.cpu(),
+        )
+    return logp, ent
 
 
 def at_rows(full: torch.Tensor, rows: Rows, local: torch.Tensor | None = None) -> torch.Tensor:
     """(B, T-1) per-trajectory values -> (R, L) per row token (0 off-mask)."""
-    traj = rows.traj if local is None else local
-    pos = rows.pos.clamp(max=full.shape[1] - 1)
-    return torch.where(rows.mask, full[traj[:, None], pos], 0.0)
+    dev = full.device
+    traj = (rows.traj if local is None else local).to(dev)
+    pos = rows.pos.clamp(max=full.shape[1] - 1).to(dev)
+    return torch.where(rows.mask.to(dev), full[traj[:, None], pos], 0.0)
 
 
 def subset(rows: Rows, sel: torch.Tensor) -> Rows:
@@ -177,76 +205,93 @@ class Trainer:
             g["lr"] = self.cfg.lr * (min(1.0, step / w) if w > 0 else 1.0)
 
     def logps(self, model: nn.Module, trajs: list[Trajectory]) -> tuple[torch.Tensor, torch.Tensor]:
-        return token_logps(model, trajs, self.pad, self.cfg.temperature, self.device)
+        micro = self.cfg.micro_batch or len(trajs)
+        return chunked_logps(model, trajs, self.pad, self.cfg.temperature, self.device, micro)
 
     def step(
         self, trajs: list[Trajectory], rows: Rows, gen: torch.Generator
     ) -> tuple[dict[str, float], dict[str, Any]]:
         """Diagnostics, correction weights, then ``minibatches`` PPO-clip updates."""
-        cfg, dev = self.cfg, self.device
+        cfg = self.cfg
         self.model.eval()
         with torch.no_grad():
             old_full, ent_full = self.logps(self.model, trajs)
-            old = at_rows(old_full, rows).cpu()  # (R, L) trainer log-probs before the update
-            ent = at_rows(ent_full, rows).cpu()
-            ref = (
-                at_rows(self.logps(self.ref, trajs)[0], rows).cpu()
-                if self.ref is not None
-                else None
-            )
+            old = at_rows(old_full, rows)  # (R, L) trainer log-probs before the update
+            ent = at_rows(ent_full, rows)
+            ref = at_rows(self.logps(self.ref, trajs)[0], rows) if self.ref is not None else None
         ls, m = rows.logp_sampler, rows.mask
         metrics = diagnostics.summarize(old, ls, m, post_tool=rows.post_tool)
         dists = diagnostics.distributions(old, ls, m, post_tool=rows.post_tool)
         weights, corr = self.correct(old, ls, m)  # (R, L) detached
         metrics.update(corr)
         metrics[N.ENTROPY] = (ent[m].mean()).item()
+        base = old if cfg.old_logprobs == "trainer" else ls  # (R, L) PPO ratio denominator
 
         self.model.train()
         order = torch.randperm(len(trajs), generator=gen)
         sums = {"pg": 0.0, "kl": 0.0, "clip": 0.0, "gn": 0.0}
+        max_norm = cfg.max_grad_norm if cfg.max_grad_norm is not None else float("inf")
         for chunk in order.chunk(cfg.minibatches):
-            sel_traj = torch.zeros(len(trajs), dtype=torch.bool)
-            sel_traj[chunk] = True
-            sel = sel_traj[rows.traj]  # (R,) rows of this minibatch
-            if not sel.any():
-                continue
-            sub = subset(rows, sel)
-            local = torch.full((len(trajs),), -1, dtype=torch.long)
-            local[chunk] = torch.arange(len(chunk))
-            mb_trajs = [trajs[int(i)] for i in chunk]
-            new = at_rows(
-                self.logps(self.model, mb_trajs)[0], sub, local[sub.traj].to(dev)
-            )  # (r, L)
-            mk = sub.mask.to(dev)
-            base = old if cfg.old_logprobs == "trainer" else ls  # (R, L) PPO ratio denominator
-            ratio = torch.exp(new - base[sel].to(dev))  # (r, L)
-            adv = sub.adv.to(dev)[:, None]  # (r, 1)
-            clipped = ratio.clamp(1 - cfg.clip_eps, 1 + cfg.clip_eps)
-            pg = -torch.minimum(ratio * adv, clipped * adv) * weights[sel].to(dev)  # (r, L)
-            n_tok = mk.sum().clamp_min(1)
-            loss = (pg * mk).sum() / n_tok
-            if ref is not None:
-                d = ref[sel].to(dev) - new  # (r, L)
-                k3 = torch.exp(d) - d - 1  # (r, L), >= 0
-                kl = (k3 * mk).sum() / n_tok
-                loss = loss + cfg.kl_coef * kl
-                sums["kl"] += kl.item() / cfg.minibatches
+            n_tok = m[torch.isin(rows.traj, chunk)].sum().clamp_min(1)  # tokens in the minibatch
             self.opt.zero_grad(set_to_none=True)
-            loss.backward()
-            max_norm = cfg.max_grad_norm if cfg.max_grad_norm is not None else float("inf")
-            sums["gn"] += (
-                float(nn.utils.clip_grad_norm_(self.model.parameters(), max_norm)) / cfg.minibatches
-            )
+            for micro in chunk.split(cfg.micro_batch or len(chunk)):  # gradient accumulation
+                part = self.micro_loss(trajs, rows, micro, base, weights, ref, n_tok)
+                for k, v in part.items():
+                    sums[k] += v / cfg.minibatches
+            gn = nn.utils.clip_grad_norm_(self.model.parameters(), max_norm)
+            sums["gn"] += float(gn) / cfg.minibatches
             self.opt.step()
-            sums["pg"] += ((pg * mk).sum() / n_tok).item() / cfg.minibatches
-            out = ((ratio - clipped).abs() > 0) & mk
-            sums["clip"] += (out.sum() / n_tok).item() / cfg.minibatches
         metrics.update(
             {N.PG_LOSS: sums["pg"], N.PG_CLIPFRAC: sums["clip"], N.GRAD_NORM: sums["gn"]}
         )
         if ref is not None:
             metrics[N.KL_TO_REF] = sums["kl"]
         return metrics, dists
+
+    def micro_loss(
+        self,
+        trajs: list[Trajectory],
+        rows: Rows,
+        micro: torch.Tensor,
+        base: torch.Tensor,
+        weights: torch.Tensor,
+        ref: torch.Tensor | None,
+        n_tok: torch.Tensor,
+    ) -> dict[str, float]:
+        """Backward of (PPO-clip x weights + kl_coef x k3) over the rows of ``micro``'s
+        trajectories, token sums divided by the minibatch's ``n_tok``; returns its parts."""
+        cfg, dev = self.cfg, self.device
+        sel = torch.isin(rows.traj, micro)  # (R,) rows of these trajectories
+        sub = subset(rows, sel)
+        local = torch.full((len(trajs),), -1, dtype=torch.long)
+        local[micro] = torch.arange(len(micro))
+        new_full, _ = token_logps(
+            self.model,
+            [trajs[int(i)] for i in micro],
+            self.pad,
+            cfg.temperature,
+            dev,
+            entropy=False,
+        )
+        new = at_rows(new_full, sub, local[sub.traj].to(dev))  # (r, L)
+        mk = sub.mask.to(dev)
+        ratio = torch.exp(new - base[sel].to(dev))  # (r, L)
+        adv = sub.adv.to(dev)[:, None]  # (r, 1)
+        clipped = ratio.clamp(1 - cfg.clip_eps, 1 + cfg.clip_eps)
+        pg = -torch.minimum(ratio * adv, clipped * adv) * weights[sel].to(dev)  # (r, L)
+        pg_sum = (pg * mk).sum() / n_tok
+        out = {
+            "pg": pg_sum.item(),
+            "clip": float((((ratio - clipped).abs() > 0) & mk).sum() / n_tok),
+        }
+        loss = pg_sum
+        if ref is not None:
+            d = ref[sel].to(dev) - new  # (r, L)
+            kl = ((torch.exp(d) - d - 1) * mk).sum() / n_tok  # k3, >= 0
+            loss = loss + cfg.kl_coef * kl
+            out["kl"] = kl.item()
+        loss.backward()
+        return out
 
 
 def train(cfg: RunConfig) -> Iterator[StepResult]:

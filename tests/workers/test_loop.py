@@ -240,3 +240,46 @@ def test_an_hf_model_directory_loads_and_runs_one_step(warm_model_dir: str, tmp_
     assert len(res) == 1 and res[0].metrics[N.NUM_TURNS] >= 1
     with pytest.raises(ValueError, match="local HF model directory"):
         list(train(small(model=str(tmp_path / "missing"), warm_start_steps=0, steps=1)))
+
+
+def test_micro_batches_give_the_same_update() -> None:
+    """Gradient accumulation over micro-batches = one forward/backward per minibatch.
+
+    Compared on the gradient (one minibatch, dense: a codec's rounding and Adam's
+    normalisation of near-zero gradients would both amplify float noise)."""
+    import copy
+
+    cfg = small(minibatches=1)
+    model, tok = load_policy(cfg)
+    sampler = TorchSampler(model, tok, cfg)
+    env = envs.get(cfg.env)
+    rng = random.Random(1)
+    trajs = rollout(
+        env,
+        [env.sample_task(rng) for _ in range(4)],
+        4,
+        sampler,
+        tok,
+        max_interactions=3,
+        token_budget=48,
+        temperature=1.0,
+        seed=1,
+    )
+    for i, t in enumerate(trajs):
+        t.reward = float(i % 3 == 0)
+    rows = build_rows(trajs, group_advantages(torch.tensor([t.reward for t in trajs]), 4, 1e-6))
+    results = []
+    for micro in (None, 3):
+        m = copy.deepcopy(model)
+        c = small(minibatches=1, micro_batch=micro)
+        metrics, _ = Trainer(c, m, int(tok.pad_token_id)).step(
+            trajs, rows, torch.Generator().manual_seed(0)
+        )
+        results.append((metrics, {n: p.grad for n, p in m.named_parameters()}))
+    (ma, pa), (mb, pb) = results
+    for k in (N.PG_LOSS, N.KL_TO_REF, N.GRAD_NORM):
+        assert ma[k] == pytest.approx(mb[k], rel=1e-4, abs=1e-6), k
+    for n in pa:
+        ga, gb = pa[n], pb[n]
+        assert ga is not None and gb is not None
+        assert torch.allclose(ga, gb, rtol=1e-4, atol=1e-6), n
