@@ -8,6 +8,7 @@ trial that finished before the kill is not re-run.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -48,10 +49,8 @@ def _sweep(cfg: Path, url: str, cwd: Path, *extra: str) -> subprocess.Popen[str]
 
 
 def _kill_group(p: subprocess.Popen[str]) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError):
         os.killpg(p.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
 
 
 @pytest.mark.slow
