@@ -44,6 +44,11 @@ CFG = {
 def test_real_sweep_records_pairs_stops_treatment_and_survives_a_crash(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    import ray
+
+    # A Ray left running by an earlier test would not see the fault variable: start afresh
+    if ray.is_initialized():
+        ray.shutdown()
     monkeypatch.setenv(FAULT_ENV, "s0-quant_bits2-tis@1")
     url = f"sqlite:///{tmp_path}/sweep.db"
     cfg = parse_sweep_config(CFG)
