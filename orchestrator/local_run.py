@@ -8,7 +8,9 @@ treatments), writes every step as it comes with a rich progress bar (step, score
 and marks the run completed, stopped (by a rule) or failed (with a one-line error; the
 steps already written are kept).
 
-Stop rules enter through one seam, :func:`rule_hook` (history -> decisions).
+Stop rules enter through one seam, :func:`rule_hook` (history -> decisions): the same
+``orchestrator.rules`` RuleSet the sweep's Monitor applies, with the YAML's ``rules:``
+section and, for a treatment, its stored control's history.
 """
 
 from __future__ import annotations
@@ -29,18 +31,47 @@ RuleHook = Callable[[History], list[Any]]
 (continue|warn|stop), ``.rule``, ``.step``, ``.evidence``."""
 
 
-def rule_hook(apply_rules: bool) -> RuleHook | None:
-    """SEAM for the stop rules: return ``history -> decisions``, or None to apply none.
+def rule_hook(
+    apply_rules: bool,
+    settings: dict[str, Any] | None = None,
+    control: History | None = None,
+) -> RuleHook | None:
+    """The stop rules as ``history -> decisions``, or None to apply none.
 
-    The lead wires ``orchestrator.rules`` here; until then no rule is applied.
+    ``settings`` is the run YAML's ``rules:`` section (same form as a sweep's, see
+    ``orchestrator.rules.build``); ``control`` the paired control's stored history, so
+    rules that compare with the control (``score_collapse``'s margin, ``gap_vs_control``)
+    work for a treatment run started after its control.
     """
     if not apply_rules:
         return None
-    return None
+    from orchestrator import rules
+
+    ruleset = rules.build(settings)
+    return lambda history: ruleset.evaluate(history, control)
+
+
+def _control_history(st: Any, sweep_id: int, pair_key: str, role: str) -> History | None:
+    """The latest stored control run with this pair key (None for a control itself)."""
+    if role == "control":
+        return None
+    controls = [
+        r
+        for r in st.runs(sweep_id)
+        if r.role == "control" and r.pair_key == pair_key and (r.last_step or 0) > 0
+    ]
+    if not controls:
+        return None
+    return list(st.history(max(controls, key=lambda r: r.id).id))
 
 
 def load_run_config(path: Path | str, overrides: list[str]) -> Any:
     """Read the run YAML, apply ``key=value`` overrides, validate into a ``RunConfig``."""
+    return _load(path, overrides)[0]
+
+
+def _load(path: Path | str, overrides: list[str]) -> tuple[Any, dict[str, Any] | None]:
+    """``(RunConfig, rules settings)`` from the run YAML plus ``key=value`` overrides."""
     from workers import RunConfig
 
     p = Path(path)
@@ -72,7 +103,13 @@ def load_run_config(path: Path | str, overrides: list[str]) -> Any:
             data[head] = {**inner, sub: value}
         else:
             data[head] = value
-    return RunConfig.from_dict(data)
+    rules_settings = data.pop("rules", None)
+    if rules_settings is not None and not isinstance(rules_settings, dict):
+        raise ValueError(
+            f"run config {str(p)!r}: `rules:` must map rule names to settings, "
+            "e.g. rules: {score_collapse: {k: 3}}"
+        )
+    return RunConfig.from_dict(data), rules_settings
 
 
 def run_local(
@@ -88,8 +125,9 @@ def run_local(
     from store import open_store
     from workers import train
 
-    cfg = load_run_config(config_path, overrides or [])
-    hook = rule_hook(apply_rules)
+    cfg, rules_settings = _load(config_path, overrides or [])
+    if apply_rules:  # validate the rule settings before any work starts
+        rule_hook(True, rules_settings)
     st = open_store(db_url)
     # Runs started here belong to one pseudo-sweep, LOCAL_SWEEP (the store needs a sweep).
     sweep_id = st.ensure_sweep(LOCAL_SWEEP, "runs started with `gapwatch run CONFIG`")
@@ -104,6 +142,8 @@ def run_local(
         config=cfg.to_dict(),
         status="running",
     )
+    control = _control_history(st, sweep_id, cfg.pair_key(), cfg.role)
+    hook = rule_hook(apply_rules, rules_settings, control)
     history: History = []
     status, stop_rule, stop_step = "completed", None, None
     columns = (

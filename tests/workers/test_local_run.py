@@ -102,3 +102,43 @@ def test_compressed_example_uses_the_preset_codec() -> None:
 
     comp = load_run_config(EXAMPLES / "run-compressed.yaml", [])
     assert (comp.compression, comp.compression_kwargs) == QUICK_CODEC
+
+
+def test_run_applies_the_rules_with_the_stored_control(tmp_path: Path) -> None:
+    """`gapwatch run` applies the sweep's RuleSet in-process: the treatment reads its
+    stored control (so gap_vs_control warns on the real step-1 gaps) and a stop ends the
+    run with the decision stored. The stop is forced by a score floor of 2.0 (no run can
+    score that), so the test does not depend on when the tiny model collapses."""
+    import yaml
+
+    from store import open_store
+
+    url = _sqlite(tmp_path)
+    over = ["steps=3", "tasks_per_step=4", "num_threads=1"]
+    control_id = run_local(EXAMPLES / "run-dense.yaml", db_url=url, overrides=over)
+    cfg = yaml.safe_load((EXAMPLES / "run-compressed.yaml").read_text())
+    cfg["rules"] = {"score_collapse": {"floor": 2.0, "k": 2, "grace": 0}}
+    path = tmp_path / "compressed-with-rules.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    run_id = run_local(path, db_url=url, overrides=over)
+
+    st = open_store(url)
+    assert st.run(control_id).status == "completed"
+    row = st.run(run_id)
+    assert (row.status, row.stop_rule, row.stop_step) == ("stopped", "score_collapse", 2)
+    assert [h["step"] for h in st.history(run_id)] == [1, 2]
+    decisions = {(d.rule, d.action, d.step) for d in st.decisions(run_id=run_id)}
+    assert ("score_collapse", "stop", 2) in decisions
+    assert ("gap_vs_control", "warn", 1) in decisions
+
+
+def test_unknown_rule_in_run_config_fails_before_running(tmp_path: Path) -> None:
+    import yaml
+
+    cfg = yaml.safe_load((EXAMPLES / "run-dense.yaml").read_text())
+    cfg["rules"] = {"no_such_rule": {}}
+    path = tmp_path / "bad-rules.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    with pytest.raises(ValueError, match="no_such_rule"):
+        run_local(path, db_url=_sqlite(tmp_path), overrides=["steps=1"])
+    assert not (tmp_path / "runs.db").exists()
