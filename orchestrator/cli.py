@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import functools
 import os
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
@@ -188,4 +187,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
-from sqlalchemy import Connection, Engine, func, select, update
+from sqlalchemy import Connection, Engine, delete, func, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import URL
 from sqlalchemy.exc import OperationalError
@@ -33,6 +33,7 @@ from .schema import (
     SWEEP_STATUSES,
     Decision,
     Distribution,
+    Metric,
     MetricName,
     Run,
     Sweep,
@@ -227,6 +228,26 @@ class Store:
             res = conn.execute(update(Run).where(Run.id == run_id).values(**values))
             if res.rowcount == 0:
                 raise StoreError(f"no run with id {run_id} in {self.url_display}")
+
+        self._write(go)
+
+    def delete_run_data(self, run_id: int) -> None:
+        """Drop a run's metrics, distributions and decisions, keeping its row.
+
+        The sweep calls this when a trial restarts from step 1 (``--resume``), so a rerun
+        that stops earlier than the first attempt leaves no stale tail of steps.
+        """
+
+        def go(conn: Connection) -> None:
+            if conn.execute(select(Run.id).where(Run.id == run_id)).first() is None:
+                raise StoreError(f"no run with id {run_id} in {self.url_display}")
+            for table in (Metric, Distribution, Decision):
+                conn.execute(delete(table).where(table.run_id == run_id))
+            conn.execute(
+                update(Run)
+                .where(Run.id == run_id)
+                .values(last_step=None, stop_rule=None, stop_step=None)
+            )
 
         self._write(go)
 

@@ -289,6 +289,29 @@ def test_decisions_idempotent_and_filtered(st: Store, make_run: Callable[..., in
     assert len(st.decisions()) == 3
 
 
+def test_delete_run_data_clears_one_run_and_keeps_its_row(
+    st: Store, make_run: Callable[..., int]
+) -> None:
+    a = make_run("a")
+    b = make_run("b")
+    d = names.dist("text")
+    for rid in (a, b):
+        st.write_steps(rid, [(s, {SCORE: 1.0}, {d: _payload(s)}) for s in (1, 2, 3)])
+        st.write_decision(rid, 3, "score_collapse", "stop", {"score": -0.2})
+    st.set_run_status(a, "stopped", stop_rule="score_collapse", stop_step=3)
+    st.delete_run_data(a)
+    row = st.run(a)
+    assert (row.last_step, row.stop_rule, row.stop_step) == (None, None, None)
+    assert st.history(a) == [] and st.distribution_steps(a, d) == []
+    assert st.decisions(run_id=a) == []
+    # the other run is untouched; a restarted run then writes from step 1 again
+    assert [h["step"] for h in st.history(b)] == [1, 2, 3] and len(st.decisions(run_id=b)) == 1
+    st.write_steps(a, [(1, {SCORE: 0.5}, {})])
+    assert st.history(a) == [{"step": 1, SCORE: 0.5}] and st.run(a).last_step == 1
+    with pytest.raises(StoreError, match="no run with id"):
+        st.delete_run_data(10_000)
+
+
 def test_export_run_jsonl_and_csv(st: Store, make_run: Callable[..., int], tmp_path: Path) -> None:
     rid = make_run()
     st.write_steps(rid, [(1, {SCORE: 0.5, GAP: math.nan}, {}), (2, {SCORE: -0.1}, {})])
