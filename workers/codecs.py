@@ -20,36 +20,19 @@ from typing import Any
 import torch
 from torch import nn
 
+from workers.registry import Registry
+
 Codec = Callable[[torch.Tensor], torch.Tensor]
 
-_REGISTRY: dict[str, Callable[..., Codec]] = {}
-
-
-def register(name: str) -> Callable[[Callable[..., Codec]], Callable[..., Codec]]:
-    """Decorator: register a codec factory under ``name`` (once)."""
-
-    def deco(factory: Callable[..., Codec]) -> Callable[..., Codec]:
-        if name in _REGISTRY:
-            raise ValueError(f"codec {name!r} is registered twice")
-        _REGISTRY[name] = factory
-        return factory
-
-    return deco
-
-
-def names() -> list[str]:
-    """Sorted names of the registered codecs."""
-    return sorted(_REGISTRY)
+_REGISTRY: Registry[Codec] = Registry("codec", unknown_label="compression")
+register = _REGISTRY.register
+names = _REGISTRY.names
+"""Sorted names of the registered codecs."""
 
 
 def get(name: str, **kwargs: Any) -> Codec:
     """Build codec ``name`` with its strength; unknown names/arguments fail in one line."""
-    if name not in _REGISTRY:
-        raise ValueError(f"unknown compression {name!r}; valid: {', '.join(names())}")
-    try:
-        return _REGISTRY[name](**kwargs)
-    except TypeError as exc:
-        raise ValueError(f"bad compression_kwargs for {name!r}: {exc}") from None
+    return _REGISTRY.build(name, "compression_kwargs", **kwargs)
 
 
 @register("none")

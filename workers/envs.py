@@ -22,9 +22,10 @@ from __future__ import annotations
 
 import random
 import re
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final, Literal
+
+from workers.registry import Registry
 
 FORMAT_PENALTY: Final = -0.1
 """Reward of an unparseable (or truncated) action; the episode ends there."""
@@ -144,34 +145,15 @@ def _miscopy(s: str, rng: random.Random) -> str:
     return s[:i] + d + s[i + 1 :]
 
 
-_REGISTRY: dict[str, Callable[..., Env]] = {}
-
-
-def register(name: str) -> Callable[[Callable[..., Env]], Callable[..., Env]]:
-    """Decorator: register an environment factory under ``name`` (once)."""
-
-    def deco(factory: Callable[..., Env]) -> Callable[..., Env]:
-        if name in _REGISTRY:
-            raise ValueError(f"environment {name!r} is registered twice")
-        _REGISTRY[name] = factory
-        return factory
-
-    return deco
-
-
-def names() -> list[str]:
-    """Sorted names of the registered environments."""
-    return sorted(_REGISTRY)
+_REGISTRY: Registry[Env] = Registry("environment", unknown_label="env")
+register = _REGISTRY.register
+names = _REGISTRY.names
+"""Sorted names of the registered environments."""
 
 
 def get(name: str, **kwargs: Any) -> Env:
     """Build the environment ``name``; unknown names or arguments fail in one line."""
-    if name not in _REGISTRY:
-        raise ValueError(f"unknown env {name!r}; valid: {', '.join(names())}")
-    try:
-        return _REGISTRY[name](**kwargs)
-    except TypeError as exc:
-        raise ValueError(f"bad env_kwargs for env {name!r}: {exc}") from None
+    return _REGISTRY.build(name, "env_kwargs", **kwargs)
 
 
 def _check_digits(lo: int, hi: int) -> None:

@@ -13,12 +13,13 @@ temperature), and why it stopped; ``sync(model)`` loads the trainer's updated we
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 import torch
 from torch import nn
+
+from workers.registry import Registry
 
 DTYPE = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -49,31 +50,16 @@ class Sampler(Protocol):
         ...
 
 
-_REGISTRY: dict[str, Callable[..., Sampler]] = {}
-
-
-def register(name: str) -> Callable[[Callable[..., Sampler]], Callable[..., Sampler]]:
-    """Decorator: register a sampler factory ``(model, tokenizer, cfg) -> Sampler``."""
-
-    def deco(factory: Callable[..., Sampler]) -> Callable[..., Sampler]:
-        if name in _REGISTRY:
-            raise ValueError(f"sampler {name!r} is registered twice")
-        _REGISTRY[name] = factory
-        return factory
-
-    return deco
-
-
-def names() -> list[str]:
-    """Sorted names of the registered samplers."""
-    return sorted(_REGISTRY)
+_REGISTRY: Registry[Sampler] = Registry("sampler")
+register = _REGISTRY.register
+"""Decorator: register a sampler factory ``(model, tokenizer, cfg) -> Sampler``."""
+names = _REGISTRY.names
+"""Sorted names of the registered samplers."""
 
 
 def make(name: str, model: nn.Module, tokenizer: Any, cfg: Any) -> Sampler:
     """Build sampler ``name`` for the trainer's ``model``."""
-    if name not in _REGISTRY:
-        raise ValueError(f"unknown sampler {name!r}; valid: {', '.join(names())}")
-    return _REGISTRY[name](model, tokenizer, cfg)
+    return _REGISTRY.factory(name)(model, tokenizer, cfg)
 
 
 class StopMatcher:
