@@ -32,6 +32,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from _machine import cpu_model, ram_gib  # noqa: E402  (bench/ is on sys.path as a script)
 
 from correction import diagnostics, strategies
 from correction import names as N
@@ -44,24 +45,11 @@ OUT = Path(__file__).resolve().parent / "results" / "correction_bench.md"
 
 
 def machine() -> str:
-    model = "unknown"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-        mem_kb = next(
-            int(x.split()[1])
-            for x in Path("/proc/meminfo").read_text().splitlines()
-            if x.startswith("MemTotal")
-        )
-        ram = f"{mem_kb / 1024**2:.1f} GiB RAM"
-    except (OSError, StopIteration, ValueError):
-        ram = "RAM unknown"
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     return (
-        f"{os.cpu_count()} cores, {model}, {ram}; load average at start {load:.2f}; "
-        f"torch {torch.__version__}, numpy {np.__version__}, Python {platform.python_version()}"
+        f"{os.cpu_count()} cores, {cpu_model()}, {ram_gib()} RAM; load average at start "
+        f"{load:.2f}; torch {torch.__version__}, numpy {np.__version__}, "
+        f"Python {platform.python_version()}"
     )
 
 

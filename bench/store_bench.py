@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import cProfile
 import os
-import platform
 import pstats
 import random
 import shlex
@@ -39,24 +38,12 @@ from sqlalchemy import bindparam, text
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from _machine import machine  # noqa: E402  (bench/ is on sys.path when run as a script)
+
 from store import Store, open_store, reads  # noqa: E402
 from store.synth import fill, metric_names  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results" / "store_bench.md"
-
-
-def machine() -> str:
-    model = "unknown"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-        mem_kb = int(Path("/proc/meminfo").read_text().split()[1])
-        ram = f"{mem_kb / 1024**2:.1f} GiB"
-    except OSError:
-        ram = "unknown"
-    return f"{os.cpu_count()} cores ({len(os.sched_getaffinity(0))} usable), {model}, {ram} RAM, {platform.platform()}"
 
 
 @contextmanager

@@ -29,6 +29,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from _machine import cpu_model, ram_gib  # noqa: E402  (bench/ is on sys.path as a script)
+
 from correction import names  # noqa: E402
 from orchestrator.config import load_sweep_config  # noqa: E402
 from orchestrator.sweep import SweepOutcome, execute_sweep  # noqa: E402
@@ -40,22 +42,7 @@ first falls below zero (issue 5)."""
 
 
 def machine() -> str:
-    model = "unknown CPU"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    ram = "?"
-    try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemTotal"):
-                ram = f"{int(line.split()[1]) / 1024**2:.1f} GiB"
-    except OSError:
-        pass
-    return f"{os.cpu_count()} cores, {model}, {ram} RAM, Python {platform.python_version()}"
+    return f"{os.cpu_count()} cores, {cpu_model()}, {ram_gib()} RAM, Python {platform.python_version()}"
 
 
 def run(

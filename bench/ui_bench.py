@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import math
 import os
-import platform
 import random
 import shlex
 import statistics
@@ -34,6 +33,8 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+
+from _machine import machine  # noqa: E402  (bench/ is on sys.path when run as a script)
 
 from correction import names  # noqa: E402
 from store import Store, open_store  # noqa: E402
@@ -58,21 +59,6 @@ OTHER_NAMES = [
     names.MASKED_FRACTION, names.NUM_TURNS, names.PARSE_FAIL_FRAC, names.SUCCESS_RATE,
     names.TOOL_CALLS, names.PG_LOSS, names.ENTROPY, names.GRAD_NORM,
 ]  # fmt: skip
-
-
-def machine() -> str:
-    model, ram = "unknown", "unknown"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-        mem_kb = int(Path("/proc/meminfo").read_text().split()[1])
-        ram = f"{mem_kb / 1024**2:.1f} GiB"
-    except OSError:
-        pass
-    usable = len(os.sched_getaffinity(0))
-    return f"{os.cpu_count()} cores ({usable} usable), {model}, {ram} RAM, {platform.platform()}"
 
 
 def payload(rng: random.Random, scale: float) -> dict[str, Any]:

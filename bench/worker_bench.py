@@ -28,6 +28,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from _machine import cpu_model, ram_gib  # noqa: E402  (bench/ is on sys.path as a script)
+
 from correction import names as N
 from workers import RunConfig, train
 from workers.config import QUICK_CODEC
@@ -45,21 +47,10 @@ CURVE = (
 
 
 def machine() -> str:
-    cpu = "unknown CPU"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-        mem_kb = next(
-            int(line.split()[1])
-            for line in Path("/proc/meminfo").read_text().splitlines()
-            if line.startswith("MemTotal")
-        )
-        ram = f"{mem_kb / 2**20:.0f} GiB RAM"
-    except (OSError, StopIteration):
-        ram = "RAM unknown"
-    return f"{os.cpu_count()} cores, {cpu}, {ram}, {platform.system()} {platform.release()}, Python {platform.python_version()}"
+    return (
+        f"{os.cpu_count()} cores, {cpu_model()}, {ram_gib()} RAM, {platform.system()} "
+        f"{platform.release()}, Python {platform.python_version()}"
+    )
 
 
 def run(cfg: RunConfig) -> list[dict[str, float]]:
