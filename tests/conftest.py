@@ -1,6 +1,8 @@
-"""Suite-wide pytest setup: tests marked ``gpu`` skip where no CUDA device is present."""
+"""Suite-wide pytest setup: ``gpu`` tests skip without CUDA; one PostgreSQL user fixture."""
 
 from __future__ import annotations
+
+import os
 
 import pytest
 
@@ -20,3 +22,29 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+PG_HOST, PG_PORT = "127.0.0.1", 5432
+
+
+@pytest.fixture(scope="session")
+def pg_user() -> str:
+    """A user that can connect to the machine's PostgreSQL (database ``test``).
+
+    Without a server the test skips, unless ``GAPWATCH_REQUIRE_PG=1`` (CI) makes that a
+    failure. Request it lazily (``request.getfixturevalue``) from fixtures that are
+    parametrised over SQLite too, so the SQLite cases never skip with it.
+    """
+    import psycopg
+
+    for user in ("root", "postgres"):
+        try:
+            with psycopg.connect(
+                host=PG_HOST, port=PG_PORT, user=user, dbname="test", connect_timeout=3
+            ):
+                return user
+        except psycopg.Error:
+            continue
+    if os.environ.get("GAPWATCH_REQUIRE_PG"):
+        pytest.fail(f"PostgreSQL at {PG_HOST}:{PG_PORT} is required (GAPWATCH_REQUIRE_PG=1)")
+    pytest.skip(f"no PostgreSQL server at {PG_HOST}:{PG_PORT}")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import pickle
 import uuid
 from collections.abc import Iterator
@@ -53,18 +52,7 @@ def url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     if request.param == "sqlite":
         yield f"sqlite:///{tmp_path}/m.db"
         return
-    user = None
-    for u in ("root", "postgres"):
-        try:
-            with psycopg.connect(host="127.0.0.1", user=u, dbname="test", connect_timeout=3):
-                user = u
-                break
-        except psycopg.Error:
-            continue
-    if user is None:
-        if os.environ.get("GAPWATCH_REQUIRE_PG"):
-            pytest.fail("PostgreSQL at 127.0.0.1:5432 is required (GAPWATCH_REQUIRE_PG=1)")
-        pytest.skip("no PostgreSQL at 127.0.0.1:5432")
+    user = request.getfixturevalue("pg_user")  # skips (or fails in CI) without a server
     schema = f"sweep_{uuid.uuid4().hex[:10]}"
     with psycopg.connect(host="127.0.0.1", user=user, dbname="test", autocommit=True) as c:
         c.execute(f'CREATE SCHEMA "{schema}"')

@@ -9,7 +9,6 @@ failure.
 
 from __future__ import annotations
 
-import os
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -22,25 +21,10 @@ from store import Store, open_store
 PG_HOST, PG_PORT = "127.0.0.1", 5432
 
 
-def _pg_user() -> str | None:
-    for user in ("root", "postgres"):
-        try:
-            with psycopg.connect(
-                host=PG_HOST, port=PG_PORT, user=user, dbname="test", connect_timeout=3
-            ):
-                return user
-        except psycopg.Error:
-            continue
-    return None
-
-
 @pytest.fixture(scope="session")
-def pg_database() -> Iterator[tuple[str, str] | None]:
-    """(user, database) of this session's own PostgreSQL database, or None if no server."""
-    user = _pg_user()
-    if user is None:
-        yield None
-        return
+def pg_database(pg_user: str) -> Iterator[tuple[str, str]]:
+    """(user, database) of this session's own PostgreSQL database (dropped at the end)."""
+    user = pg_user
     name = f"gapwatch_test_{uuid.uuid4().hex[:10]}"
     with psycopg.connect(
         host=PG_HOST, port=PG_PORT, user=user, dbname="test", autocommit=True
@@ -56,18 +40,13 @@ def pg_database() -> Iterator[tuple[str, str] | None]:
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
-def store_url(
-    request: pytest.FixtureRequest, tmp_path: Path, pg_database: tuple[str, str] | None
-) -> Iterator[str]:
+def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     """URL of a fresh, not yet created store on each backend."""
     if request.param == "sqlite":
         yield f"sqlite:///{tmp_path / 'store.db'}"
         return
-    if pg_database is None:
-        if os.environ.get("GAPWATCH_REQUIRE_PG"):
-            pytest.fail("PostgreSQL at 127.0.0.1:5432 is required (GAPWATCH_REQUIRE_PG=1)")
-        pytest.skip("no PostgreSQL server at 127.0.0.1:5432")
-    user, db = pg_database
+    # asked for here, not as an argument: without a server only the PostgreSQL case skips
+    user, db = request.getfixturevalue("pg_database")
     schema = f"t_{uuid.uuid4().hex[:10]}"
     with psycopg.connect(host=PG_HOST, port=PG_PORT, user=user, dbname=db, autocommit=True) as c:
         c.execute(f'CREATE SCHEMA "{schema}"')

@@ -10,7 +10,6 @@ and |log-ratio| distributions at every second step.
 from __future__ import annotations
 
 import math
-import os
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -147,26 +146,10 @@ def missing_url(tmp_path: Path) -> Iterator[str]:
     yield f"sqlite:///{tmp_path / 'nothing-here.db'}"
 
 
-def _pg_user() -> str | None:
-    for user in ("root", "postgres"):
-        try:
-            with psycopg.connect(
-                host=PG_HOST, port=PG_PORT, user=user, dbname="test", connect_timeout=3
-            ):
-                return user
-        except psycopg.Error:
-            continue
-    return None
-
-
 @pytest.fixture(scope="session")
-def filled_pg() -> Iterator[Filled]:
+def filled_pg(pg_user: str) -> Iterator[Filled]:
     """The same sweep in this session's own PostgreSQL database (dropped at the end)."""
-    user = _pg_user()
-    if user is None:
-        if os.environ.get("GAPWATCH_REQUIRE_PG"):
-            pytest.fail("PostgreSQL at 127.0.0.1:5432 is required (GAPWATCH_REQUIRE_PG=1)")
-        pytest.skip("no PostgreSQL server at 127.0.0.1:5432")
+    user = pg_user
     name = f"gapwatch_ui_{uuid.uuid4().hex[:10]}"
     admin = {"host": PG_HOST, "port": PG_PORT, "user": user, "dbname": "test", "autocommit": True}
     with psycopg.connect(**admin) as conn:  # type: ignore[arg-type]
