@@ -220,8 +220,9 @@ class Trainer:
             ent = at_rows(ent_full, rows)
             ref = at_rows(self.logps(self.ref, trajs)[0], rows) if self.ref is not None else None
         ls, m = rows.logp_sampler, rows.mask
-        metrics = diagnostics.summarize(old, ls, m, post_tool=rows.post_tool)
-        dists = diagnostics.distributions(old, ls, m, post_tool=rows.post_tool)
+        # one pass gives the gap figures and the |log-ratio| sketches (shared bucket indices)
+        metrics, sketches = diagnostics.analyze(old, ls, m, post_tool=rows.post_tool)
+        dists = diagnostics.payloads(sketches)
         weights, corr = self.correct(old, ls, m)  # (R, L) detached
         metrics.update(corr)
         metrics[N.ENTROPY] = (ent[m].mean()).item()
