@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import os
 import re
+import sqlite3
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -129,6 +131,24 @@ def make_engine(u: URL, *, read_only: bool) -> Engine:
     return engine
 
 
+def _set_wal(cur: Any) -> None:
+    """Switch the file to WAL, retrying within the busy timeout.
+
+    SQLite answers "database is locked" at once, without its busy handler, when another
+    connection holds a lock while this one changes the journal mode (two processes
+    creating one new store); the switch is retried instead of failing the open.
+    """
+    deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
+    while True:
+        try:
+            cur.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
+
+
 def _sqlite_engine(u: URL, *, read_only: bool) -> Engine:
     kwargs: dict[str, Any] = {"connect_args": {"timeout": BUSY_TIMEOUT_MS / 1000}}
     if sqlite_path(u) is None:
@@ -148,7 +168,7 @@ def _sqlite_engine(u: URL, *, read_only: bool) -> Engine:
             if read_only:
                 cur.execute("PRAGMA query_only = ON")
             else:
-                cur.execute("PRAGMA journal_mode = WAL")
+                _set_wal(cur)
                 cur.execute("PRAGMA synchronous = NORMAL")
             cur.execute("PRAGMA cache_size = -65536")
         finally:
