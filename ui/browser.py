@@ -91,3 +91,37 @@ def load(page: Any, url: str, *, charts: int, tables: int = 0, timeout_s: float 
         f"{url} drew {state.get('charts')} of {charts} charts and {state.get('tables')} of "
         f"{tables} tables within {timeout_s:.0f} s"
     )
+
+
+# Where each drawn line chart put its plot area, its lines (by stroke colour) and its
+# stop labels (text in the stop colour), in page pixels. Vega-Lite names the first
+# layer's mark group ``layer_0_pathgroup``; the line charts draw their series there.
+_GEOMETRY_JS = """
+(stopColor) => Array.from(document.querySelectorAll('[data-testid="stVegaLiteChart"]'))
+  .filter(c => c.querySelector('g.layer_0_pathgroup g.mark-line path'))
+  .map(c => {
+    const box = e => { const b = e.getBoundingClientRect();
+                       return {top: b.top, bottom: b.bottom, left: b.left, right: b.right}; };
+    const title = c.querySelector('.role-title-text');
+    return {
+      title: title ? title.textContent : '',
+      plot: box(c.querySelector('g.layer_0_pathgroup')),
+      lines: Array.from(c.querySelectorAll('g.layer_0_pathgroup g.mark-line path'))
+        .map(p => ({stroke: p.getAttribute('stroke'), ...box(p)})),
+      stopLabels: Array.from(c.querySelectorAll('g.role-mark text'))
+        .filter(t => (t.getAttribute('fill') || '').toLowerCase() === stopColor)
+        .map(t => ({text: t.textContent, ...box(t)})),
+    };
+  })
+"""
+
+
+def line_geometry(page: Any) -> list[dict[str, Any]]:
+    """Per drawn line chart of the open page: ``title``, ``plot`` (its plot area's box),
+    ``lines`` (each line's stroke colour and box) and ``stopLabels`` (each stop rule
+    label's text and box); boxes are ``{top, bottom, left, right}`` in page pixels.
+    Used to check that every run's line is drawn where a reader can see it.
+    """
+    from ui.charts import STOP_COLOR
+
+    return list(page.evaluate(_GEOMETRY_JS, STOP_COLOR.lower()))

@@ -22,10 +22,17 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-HEIGHT = 260
+HEIGHT = 300
 PALETTE = "tableau10"
 STOP_COLOR = "#d62728"
 REF_COLOR = "#555555"
+Y_PAD_PX = 8
+"""Pixels the y domain is widened by at each end, so a line at a series' extreme (a
+compressed run's gap near 0.7 on a log axis niced to 1, an ESS of exactly 1) is drawn
+inside the frame rather than on its edge."""
+STOP_LABEL_DY = -4
+"""The stop rule's label sits this far above the plot area (y = 0 is its top edge), so it
+never covers a line: inside the plot it hid a line that ran along the top."""
 HOVER_STEPS = 150
 """Steps the hover rule snaps to (see :func:`hover_frame`)."""
 
@@ -119,10 +126,10 @@ def _stops(stops: Sequence[StopMark]) -> tuple[list[Spec], pd.DataFrame]:
                 "type": "text",
                 "align": "right",  # left of the line: a stop is often a run's last step
                 "dx": -3,
-                "baseline": "top",
+                "baseline": "bottom",
                 "color": STOP_COLOR,
             },
-            "encoding": {"x": _q("step"), "y": {"value": 2}, "text": _n("rule")},
+            "encoding": {"x": _q("step"), "y": {"value": STOP_LABEL_DY}, "text": _n("rule")},
         },
     ]
     return layers, sdf
@@ -185,7 +192,8 @@ def line_chart(
         labels = labels + " · " + data[col].astype(str)
     hover = hover_frame(data.assign(key=labels))
     x = _q("step", "step", axis={"format": "d", "tickMinStep": 1})
-    y = _q("value", y_title, scale={"type": "log"} if log else {"zero": False})
+    scale = {"type": "log"} if log else {"zero": False}
+    y = _q("value", y_title, scale={**scale, "padding": Y_PAD_PX})
     line_enc: dict[str, Any] = {
         "x": x,
         "y": y,

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from ui.browser import CHROMIUM, VIEWPORT, chromium, drawn_state, load
+from ui.browser import CHROMIUM, VIEWPORT, chromium, drawn_state, line_geometry, load
 from ui.launch import Server, running_server
 
 # Without Chromium these skip on a developer's machine; CI sets GAPWATCH_REQUIRE_BROWSER=1
@@ -90,6 +90,36 @@ def test_pair_page(server: Server, filled: Any, page: Any, tmp_path: Path) -> No
     assert "post_tool" in joined and "text" in joined
     page.screenshot(path=str(tmp_path / "pair.png"), full_page=True)
     assert seconds < 30
+
+
+INSET_PX = 2  # a line this close to the plot's edge reads as part of the frame
+
+
+@pytest.mark.parametrize("log", ["0", "1"])
+def test_pair_page_draws_every_line_in_view(
+    server: Server, filled: Any, page: Any, log: str, tmp_path: Path
+) -> None:
+    """Each figure draws one line colour per run, inside its plot area and off its edges,
+    and no stop label lies over the plot. (A compressed run's gap near 0.7 on a log axis
+    niced to 1 once ran along the top edge under the stop label and could not be seen.)
+    """
+    from ui.views.compare import FIGURES
+
+    pair = f"{filled.ids['t1_none']},{filled.ids['c1']}"
+    load(page, f"{server.url}/compare?runs={pair}&log={log}", charts=8)
+    page.screenshot(path=str(tmp_path / f"pair-log{log}.png"), full_page=True)
+    charts = {c["title"]: c for c in line_geometry(page)}
+    assert set(charts) >= {f.title for f in FIGURES}, sorted(charts)
+    for fig in FIGURES:
+        c = charts[fig.title]
+        plot = c["plot"]
+        assert len({ln["stroke"] for ln in c["lines"]}) == 2, (fig.title, c["lines"])
+        for ln in c["lines"]:
+            assert ln["top"] >= plot["top"] + INSET_PX, (fig.title, "on the top edge", ln, plot)
+            assert ln["bottom"] <= plot["bottom"] - INSET_PX, (fig.title, "on the bottom", ln)
+        assert [lab["text"] for lab in c["stopLabels"]] == ["score_collapse"], fig.title
+        for lab in c["stopLabels"]:
+            assert lab["bottom"] <= plot["top"], (fig.title, "stop label over the plot", lab)
 
 
 def test_pair_page_log_scale_from_url(server: Server, filled: Any, page: Any) -> None:
