@@ -12,7 +12,9 @@
 - ``Recorder`` (a ``tune.Callback``): the store's one writer. Creates run rows, buffers
   steps and writes them in batches (callbacks block every trial: it flushes every few
   results or every second, and at trial end), writes decisions, sets run status.
-- ``ProgressTable`` (a ``tune.Callback``): a rich Live table instead of Ray's logs.
+- ``ProgressTable`` (a ``tune.Callback``): a rich Live table instead of Ray's logs on a
+  terminal; on a pipe or file (CI, ``nohup``, ``| tee``), where a Live table would show
+  nothing until the end, one plain line per trial start and end plus a periodic count.
 
 Not here: config parsing and expansion (``orchestrator.config``), Ray start-up and the
 final summary (``orchestrator.sweep``), the rules themselves (``orchestrator.rules``).
@@ -446,6 +448,18 @@ def console() -> Console:
     return c if c.is_terminal else Console(width=160)
 
 
+def status_text(row: TrialRow) -> str:
+    """``completed``, ``stopped: <rule> @ <step>``, ``failed: <error>``, ..."""
+    status = row.status
+    if row.stop_rule is not None and status in ("running", "stopped"):
+        status = f"stopped: {row.stop_rule} @ {row.stop_step}"
+    elif row.error is not None:
+        status = f"failed: {row.error[:60]}"
+    if row.earlier:
+        status += " (earlier run)"
+    return status
+
+
 def render_table(state: SweepState, title: str, total_steps: int) -> Table:
     """The status board as a rich table (also the final summary)."""
     from rich.table import Table
@@ -455,13 +469,6 @@ def render_table(state: SweepState, title: str, total_steps: int) -> Table:
         t.add_column(col, justify="right" if col in ("step", "score", "gap") else "left")
     for key, row in state.rows.items():
         spec = row.spec
-        status = row.status
-        if row.stop_rule is not None and status in ("running", "stopped"):
-            status = f"stopped: {row.stop_rule} @ {row.stop_step}"
-        elif row.error is not None:
-            status = f"failed: {row.error[:60]}"
-        if row.earlier:
-            status += " (earlier run)"
         t.add_row(
             key,
             spec["role"],
@@ -470,29 +477,57 @@ def render_table(state: SweepState, title: str, total_steps: int) -> Table:
             f"{row.step}/{total_steps}",
             "" if row.score is None else f"{row.score:+.3f}",
             "" if row.gap is None else f"{row.gap:.4f}",
-            status,
+            status_text(row),
             style=_STATUS_STYLE.get(row.status, ""),
         )
     return t
 
 
 class ProgressTable(Callback):
-    """A rich Live table of every trial, redrawn at most a few times a second."""
+    """The sweep's progress: a rich Live table of every trial on a terminal (redrawn at
+    most ``fps`` times a second); elsewhere plain lines, flushed as they happen::
 
-    def __init__(self, state: SweepState, title: str, total_steps: int, *, fps: float = 4.0):
+        [   3 s] start s0-control (control, none, none)
+        [  60 s] 41/300 trial-steps; running: s0-control @ 21, s1-control @ 20
+        [ 152 s] end   s0-topk_keep0.05-none: stopped: score_collapse @ 6, score -0.098
+
+    (a count line at most every ``every_s`` seconds).
+    """
+
+    def __init__(
+        self, state: SweepState, title: str, total_steps: int, *, fps: float = 4.0,
+        every_s: float = 30.0,
+    ):  # fmt: skip
         self.state = state
         self.title = title
         self.total_steps = total_steps
         self.min_interval = 1.0 / fps
+        self.every_s = every_s
         self._live: Live | None = None
         self._last = 0.0
+        self._plain: Console | None = None
+        self._t0 = time.monotonic()
+        self._last_count = self._t0
 
     def __getstate__(self) -> dict[str, Any]:
         d = self.__dict__.copy()
         d["_live"] = None
+        d["_plain"] = None
         return d
 
+    def _console(self) -> Console:
+        if self._plain is None:
+            self._plain = console()
+        return self._plain
+
+    def _say(self, text: str) -> None:
+        c = self._console()
+        c.print(f"[{time.monotonic() - self._t0:4.0f} s] {text}", markup=False, highlight=False)
+        c.file.flush()
+
     def _redraw(self, force: bool = False) -> None:
+        if not self._console().is_terminal:
+            return
         now = time.monotonic()
         if not force and now - self._last < self.min_interval:
             return
@@ -501,22 +536,55 @@ class ProgressTable(Callback):
         if self._live is None:
             from rich.live import Live
 
-            self._live = Live(table, console=console(), auto_refresh=False, transient=True)
+            self._live = Live(table, console=self._console(), auto_refresh=False, transient=True)
             self._live.start()
         self._live.update(table, refresh=True)
 
+    def _row(self, trial: Any) -> tuple[str, TrialRow | None]:
+        key = _key_of(trial)
+        return key, self.state.rows.get(key)
+
+    def _count(self) -> None:
+        now = time.monotonic()
+        if self._console().is_terminal or now - self._last_count < self.every_s:
+            return
+        self._last_count = now
+        rows = self.state.rows.values()
+        done = sum(r.steps_used or r.step for r in rows)
+        running = [f"{k} @ {r.step}" for k, r in self.state.rows.items() if r.status == "running"]
+        total = self.total_steps * len(self.state.rows)
+        self._say(f"{done}/{total} trial-steps; running: {', '.join(running) or 'none'}")
+
+    def _ended(self, trial: Any) -> None:
+        if self._console().is_terminal:
+            return
+        key, row = self._row(trial)
+        if row is None:
+            return
+        score = "" if row.score is None else f", score {row.score:+.3f}"
+        self._say(f"end   {key}: {status_text(row)} at step {row.step}/{self.total_steps}{score}")
+
     def on_trial_start(self, iteration: int, trials: list[Any], trial: Any, **info: Any) -> None:
+        if not self._console().is_terminal:
+            key, row = self._row(trial)
+            if row is not None:
+                spec = row.spec
+                roles = f"{spec['role']}, {spec['compression_label']}, {spec['correction_label']}"
+                self._say(f"start {key} ({roles})")
         self._redraw()
 
     def on_trial_result(
         self, iteration: int, trials: list[Any], trial: Any, result: dict[str, Any], **info: Any
     ) -> None:
+        self._count()
         self._redraw()
 
     def on_trial_complete(self, iteration: int, trials: list[Any], trial: Any, **info: Any) -> None:
+        self._ended(trial)
         self._redraw(force=True)
 
     def on_trial_error(self, iteration: int, trials: list[Any], trial: Any, **info: Any) -> None:
+        self._ended(trial)
         self._redraw(force=True)
 
     def on_experiment_end(self, trials: list[Any], **info: Any) -> None:

@@ -42,7 +42,7 @@ CFG = {
 
 @pytest.mark.slow
 def test_real_sweep_records_pairs_stops_treatment_and_survives_a_crash(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     import ray
 
@@ -95,3 +95,11 @@ def test_real_sweep_records_pairs_stops_treatment_and_survives_a_crash(
 
     assert out.trial_steps_used == 4 + 2 + 1
     assert out.trial_steps_budget == 3 * 4
+
+    # Off a terminal the progress is plain lines as trials start and end, not one table
+    # at the end (captured stdout is not a terminal, like CI's log or ``| tee``)
+    shown = capsys.readouterr().out
+    assert "start s0-control (control, none, none)" in shown
+    assert "end   s0-control: completed at step 4/4" in shown
+    assert "end   s0-quant_bits2-none: stopped: ess_collapse @ 2 at step 2/4" in shown
+    assert "end   s0-quant_bits2-tis: failed: " in shown and "injected fault" in shown

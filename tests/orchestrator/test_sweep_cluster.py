@@ -115,6 +115,8 @@ def test_sweep_joins_ray_start_head_on_loopback(tmp_path: Path) -> None:
         )
         assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
         assert "Traceback" not in res.stderr
+        # stdout is a pipe: progress comes as plain lines, each trial's end among them
+        assert "end   s0-control: completed at step 2/2" in res.stdout, res.stdout[-2000:]
         st = open_store(url)
         runs = st.runs()
         assert {r.trial_id for r in runs} == {"s0-control", "s0-quant_bits2-none"}
