@@ -19,13 +19,14 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
-ORDER = ["store_bench", "correction_bench", "worker_bench", "sweep_bench", "ui_bench"]
+ORDER = ["cpu_bench", "store_bench", "correction_bench", "worker_bench", "sweep_bench", "ui_bench"]
 
 HEADER = """# Benchmarks
 
 Every figure here was written by a script in `bench/` (named in each section, with the
 exact command, the machine and the date). Rerun them all with `python bench/run_all.py`;
-each section says whether its target was met.
+each section says whether its target was met. A section whose title ends in a tag is
+the same benchmark on a second machine (its machine line says which).
 """
 
 
@@ -47,9 +48,10 @@ def main() -> int:
                 print(f"{name} exited {rc}", file=sys.stderr)
     parts = [HEADER]
     for name in ORDER:
-        frag = RESULTS / f"{name}.md"
-        if frag.exists():
-            parts.append(frag.read_text().strip() + "\n")
+        # the fragment, then any tagged ones (the same bench on another machine)
+        for frag in [RESULTS / f"{name}.md", *sorted(RESULTS.glob(f"{name}-*.md"))]:
+            if frag.exists():
+                parts.append(frag.read_text().strip() + "\n")
     (ROOT / "BENCHMARKS.md").write_text("\n".join(parts))
     print(f"wrote {ROOT / 'BENCHMARKS.md'}")
     return 0

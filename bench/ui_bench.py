@@ -146,6 +146,11 @@ def main() -> int:
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--quick", action="store_true", help="10 runs x 100 steps, 3 repeats")
     ap.add_argument(
+        "--tag", default=None,
+        help="a second machine's figures: write results/ui_bench-TAG.md (kept beside the "
+        "untagged one; run_all.py collects both)",
+    )  # fmt: skip
+    ap.add_argument(
         "--screenshot-only", action="store_true", help="write the pair screenshot of --db"
     )
     ap.add_argument("--out", type=Path, default=ROOT / "docs" / "img" / "pair.png")
@@ -199,7 +204,9 @@ def main() -> int:
                       f"[{', '.join(f'{x:.2f}' for x in xs)}]", flush=True)  # fmt: skip
     ok = lambda x: "meets" if x <= TARGET_S else "**misses**"  # noqa: E731
     lines = [
-        "## Web UI (bench/ui_bench.py)" + (" -- quick shape" if args.quick else ""),
+        "## Web UI (bench/ui_bench.py)"
+        + (" -- quick shape" if args.quick else "")
+        + (f" -- {args.tag}" if args.tag else ""),
         "",
         f"- date: {datetime.now(UTC):%Y-%m-%d %H:%M UTC}",
         f"- machine: {machine()}",
@@ -235,6 +242,8 @@ def main() -> int:
             )
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     out = RESULTS.with_name("ui_bench_quick.md") if args.quick else RESULTS
+    if args.tag:
+        out = out.with_name(f"{out.stem}-{args.tag}.md")
     out.write_text("\n".join(lines) + "\n")
     print(f"wrote {out}")
     tmp.cleanup()

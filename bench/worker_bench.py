@@ -18,8 +18,6 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import os
-import platform
 import resource
 import shlex
 import statistics
@@ -28,7 +26,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from _machine import cpu_model, ram_gib  # noqa: E402  (bench/ is on sys.path as a script)
+from _machine import machine  # noqa: E402  (bench/ is on sys.path as a script)
 
 from correction import names as N
 from workers import RunConfig, train
@@ -44,13 +42,6 @@ CURVE = (
     N.ZERO_ADV_FRAC,
     N.RESPONSE_LENGTH_MEAN,
 )
-
-
-def machine() -> str:
-    return (
-        f"{os.cpu_count()} cores, {cpu_model()}, {ram_gib()} RAM, {platform.system()} "
-        f"{platform.release()}, Python {platform.python_version()}"
-    )
 
 
 def run(cfg: RunConfig) -> list[dict[str, float]]:
