@@ -32,7 +32,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from _machine import cpu_model, ram_gib  # noqa: E402  (bench/ is on sys.path as a script)
+from _machine import machine as machine_line  # noqa: E402  (bench/ is on sys.path as a script)
 
 from correction import diagnostics, strategies
 from correction import names as N
@@ -47,9 +47,8 @@ OUT = Path(__file__).resolve().parent / "results" / "correction_bench.md"
 def machine() -> str:
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     return (
-        f"{os.cpu_count()} cores, {cpu_model()}, {ram_gib()} RAM; load average at start "
-        f"{load:.2f}; torch {torch.__version__}, numpy {np.__version__}, "
-        f"Python {platform.python_version()}"
+        f"{machine_line()}; load average at start {load:.2f}; torch {torch.__version__}, "
+        f"numpy {np.__version__}, Python {platform.python_version()}"
     )
 
 

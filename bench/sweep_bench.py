@@ -18,7 +18,6 @@ Writes bench/results/sweep_bench.md. Rerun: ``.venv/bin/python bench/sweep_bench
 from __future__ import annotations
 
 import argparse
-import os
 import platform
 import sys
 import tempfile
@@ -29,7 +28,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from _machine import cpu_model, ram_gib  # noqa: E402  (bench/ is on sys.path as a script)
+from _machine import machine as machine_line  # noqa: E402  (bench/ is on sys.path as a script)
 
 from correction import names  # noqa: E402
 from orchestrator.config import load_sweep_config  # noqa: E402
@@ -42,7 +41,7 @@ first falls below zero (issue 5)."""
 
 
 def machine() -> str:
-    return f"{os.cpu_count()} cores, {cpu_model()}, {ram_gib()} RAM, Python {platform.python_version()}"
+    return f"{machine_line()}, Python {platform.python_version()}"
 
 
 def run(

@@ -2,22 +2,19 @@
 
 from __future__ import annotations
 
-from rich.console import Console
 from rich.table import Table
 
 from correction import names
 from store import open_store
 
+from .console import console as make_console
 from .errors import GapwatchError
 
 
 def print_runs(db_url: str | None, sweep_name: str | None = None) -> None:
     """Print every sweep with its run counts, then each run (optionally of one sweep)."""
     st = open_store(db_url, read_only=True)
-    console = Console()
-    if not console.is_terminal:
-        # Piped or captured output: do not squeeze the table into 80 columns.
-        console = Console(width=200)
+    console = make_console(width=200)
     sweeps = st.sweeps()
     if sweep_name is not None:
         sweeps = [s for s in sweeps if s.name == sweep_name]

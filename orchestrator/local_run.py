@@ -31,23 +31,16 @@ RuleHook = Callable[[History], list[Any]]
 (continue|warn|stop), ``.rule``, ``.step``, ``.evidence``."""
 
 
-def rule_hook(
-    apply_rules: bool,
-    settings: dict[str, Any] | None = None,
-    control: History | None = None,
-) -> RuleHook | None:
+def rule_hook(ruleset: Any | None, control: History | None = None) -> RuleHook | None:
     """The stop rules as ``history -> decisions``, or None to apply none.
 
-    ``settings`` is the run YAML's ``rules:`` section (same form as a sweep's, see
-    ``orchestrator.rules.build``); ``control`` the paired control's stored history, so
-    rules that compare with the control (``score_collapse``'s margin, ``gap_vs_control``)
-    work for a treatment run started after its control.
+    ``ruleset`` is ``orchestrator.rules.build`` of the run YAML's ``rules:`` section (same
+    form as a sweep's), or None; ``control`` the paired control's stored history, so rules
+    that compare with the control (``score_collapse``'s margin, ``gap_vs_control``) work
+    for a treatment run started after its control.
     """
-    if not apply_rules:
+    if ruleset is None:
         return None
-    from orchestrator import rules
-
-    ruleset = rules.build(settings)
     return lambda history: ruleset.evaluate(history, control)
 
 
@@ -126,8 +119,10 @@ def run_local(
     from workers import train
 
     cfg, rules_settings = _load(config_path, overrides or [])
-    if apply_rules:  # validate the rule settings before any work starts
-        rule_hook(True, rules_settings)
+    from orchestrator import rules
+
+    # built (and so validated) before any work starts
+    ruleset = rules.build(rules_settings) if apply_rules else None
     st = open_store(db_url)
     # Runs started here belong to one pseudo-sweep, LOCAL_SWEEP (the store needs a sweep).
     sweep_id = st.ensure_sweep(LOCAL_SWEEP, "runs started with `gapwatch run CONFIG`")
@@ -143,7 +138,7 @@ def run_local(
         status="running",
     )
     control = _control_history(st, sweep_id, cfg.pair_key(), cfg.role)
-    hook = rule_hook(apply_rules, rules_settings, control)
+    hook = rule_hook(ruleset, control)
     history: History = []
     status, stop_rule, stop_step = "completed", None, None
     columns = (

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.config import SweepConfig, TrialSpec, expand, load_sweep_config
+from orchestrator.console import console
 from orchestrator.errors import GapwatchError
 from orchestrator.tune_parts import (
     FINISHED,
@@ -35,7 +36,6 @@ from orchestrator.tune_parts import (
     ProgressTable,
     Recorder,
     SweepState,
-    console,
     render_table,
     trainable,
 )

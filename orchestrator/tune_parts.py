@@ -35,6 +35,7 @@ from ray import tune
 from ray.tune import Callback, Stopper
 
 from correction import names
+from orchestrator.console import console
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -374,11 +375,8 @@ class Recorder(Callback):
         # rerun leaves no stale tail and nothing is counted twice
         self._steps.pop(key, None)
         self._decisions.pop(key, None)
-        # (``delete_run_data`` is asked of the store in docs/interfaces.md; without it the
-        # upsert on (run, name, step) still keeps each re-sent step once)
-        clear = getattr(self.store, "delete_run_data", None)
-        if clear is not None and self.store.run(run_id).last_step is not None:
-            clear(run_id)
+        if self.store.run(run_id).last_step is not None:
+            self.store.delete_run_data(run_id)
         self.store.set_run_status(run_id, "running")
 
     def on_trial_result(
@@ -440,14 +438,6 @@ _STATUS_STYLE = {
 }
 
 
-def console() -> Console:
-    """stdout; a file or pipe gets a wide fixed width so the table is not squeezed."""
-    from rich.console import Console
-
-    c = Console()
-    return c if c.is_terminal else Console(width=160)
-
-
 def status_text(row: TrialRow) -> str:
     """``completed``, ``stopped: <rule> @ <step>``, ``failed: <error>``, ..."""
     status = row.status
@@ -505,20 +495,25 @@ class ProgressTable(Callback):
         self.every_s = every_s
         self._live: Live | None = None
         self._last = 0.0
-        self._plain: Console | None = None
+        self._con: Console | None = None
         self._t0 = time.monotonic()
         self._last_count = self._t0
 
     def __getstate__(self) -> dict[str, Any]:
         d = self.__dict__.copy()
         d["_live"] = None
-        d["_plain"] = None
+        d["_con"] = None
         return d
 
     def _console(self) -> Console:
-        if self._plain is None:
-            self._plain = console()
-        return self._plain
+        if self._con is None:
+            self._con = console()
+        return self._con
+
+    @property
+    def _lines(self) -> bool:
+        """Plain lines (stdout is not a terminal) rather than the live table."""
+        return not self._console().is_terminal
 
     def _say(self, text: str) -> None:
         c = self._console()
@@ -526,7 +521,7 @@ class ProgressTable(Callback):
         c.file.flush()
 
     def _redraw(self, force: bool = False) -> None:
-        if not self._console().is_terminal:
+        if self._lines:
             return
         now = time.monotonic()
         if not force and now - self._last < self.min_interval:
@@ -546,7 +541,7 @@ class ProgressTable(Callback):
 
     def _count(self) -> None:
         now = time.monotonic()
-        if self._console().is_terminal or now - self._last_count < self.every_s:
+        if not self._lines or now - self._last_count < self.every_s:
             return
         self._last_count = now
         rows = self.state.rows.values()
@@ -556,7 +551,7 @@ class ProgressTable(Callback):
         self._say(f"{done}/{total} trial-steps; running: {', '.join(running) or 'none'}")
 
     def _ended(self, trial: Any) -> None:
-        if self._console().is_terminal:
+        if not self._lines:
             return
         key, row = self._row(trial)
         if row is None:
@@ -565,7 +560,7 @@ class ProgressTable(Callback):
         self._say(f"end   {key}: {status_text(row)} at step {row.step}/{self.total_steps}{score}")
 
     def on_trial_start(self, iteration: int, trials: list[Any], trial: Any, **info: Any) -> None:
-        if not self._console().is_terminal:
+        if self._lines:
             key, row = self._row(trial)
             if row is not None:
                 spec = row.spec

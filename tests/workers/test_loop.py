@@ -164,24 +164,30 @@ def test_first_three_steps_repeat_exactly_for_a_seed() -> None:
     assert c[0] != a[0][1]
 
 
-def test_a_train_step_changes_every_trainable_parameter() -> None:
-    cfg = small(compression="quant", compression_kwargs={"bits": 4})
-    model, tok = load_policy(cfg)
-    sampler = TorchSampler(model, tok, cfg)
-    trainer = Trainer(cfg, model, int(tok.pad_token_id))
+def _rollout(cfg: Any, sampler: TorchSampler, tok: Any, *, tasks: int, seed: int) -> list[Any]:
+    """``tasks`` tasks of ``cfg.env`` (drawn with ``seed``) x ``tasks`` trajectories each,
+    sampled with ``seed``: 3 interactions, 48 tokens each, temperature 1."""
     env = envs.get(cfg.env)
-    rng = random.Random(0)
-    trajs = rollout(
+    rng = random.Random(seed)
+    return rollout(
         env,
-        [env.sample_task(rng) for _ in range(4)],
-        4,
+        [env.sample_task(rng) for _ in range(tasks)],
+        tasks,
         sampler,
         tok,
         max_interactions=3,
         token_budget=48,
         temperature=1.0,
-        seed=0,
+        seed=seed,
     )
+
+
+def test_a_train_step_changes_every_trainable_parameter() -> None:
+    cfg = small(compression="quant", compression_kwargs={"bits": 4})
+    model, tok = load_policy(cfg)
+    sampler = TorchSampler(model, tok, cfg)
+    trainer = Trainer(cfg, model, int(tok.pad_token_id))
+    trajs = _rollout(cfg, sampler, tok, tasks=4, seed=0)
     for i, t in enumerate(trajs):  # force non-degenerate groups
         t.reward = float(i % 2)
     rows = build_rows(trajs, group_advantages(torch.tensor([t.reward for t in trajs]), 4, 1e-6))
@@ -204,19 +210,7 @@ def test_trainer_logps_are_those_of_the_rows_prompts() -> None:
     model, tok = load_policy(cfg)
     sampler = TorchSampler(model, tok, cfg)
     trainer = Trainer(cfg, model, int(tok.pad_token_id))
-    env = envs.get(cfg.env)
-    rng = random.Random(3)
-    trajs = rollout(
-        env,
-        [env.sample_task(rng) for _ in range(2)],
-        2,
-        sampler,
-        tok,
-        max_interactions=3,
-        token_budget=48,
-        temperature=1.0,
-        seed=3,
-    )
+    trajs = _rollout(cfg, sampler, tok, tasks=2, seed=3)
     with torch.no_grad():
         full, _ = token_logps(trainer.model, trajs, 0, 1.0, torch.device("cpu"))
         for i, t in enumerate(trajs):
@@ -252,19 +246,7 @@ def test_micro_batches_give_the_same_update() -> None:
     cfg = small(minibatches=1)
     model, tok = load_policy(cfg)
     sampler = TorchSampler(model, tok, cfg)
-    env = envs.get(cfg.env)
-    rng = random.Random(1)
-    trajs = rollout(
-        env,
-        [env.sample_task(rng) for _ in range(4)],
-        4,
-        sampler,
-        tok,
-        max_interactions=3,
-        token_budget=48,
-        temperature=1.0,
-        seed=1,
-    )
+    trajs = _rollout(cfg, sampler, tok, tasks=4, seed=1)
     for i, t in enumerate(trajs):
         t.reward = float(i % 3 == 0)
     rows = build_rows(trajs, group_advantages(torch.tensor([t.reward for t in trajs]), 4, 1e-6))
