@@ -35,8 +35,9 @@ import numpy as np
 import torch
 
 from correction import names as N
+from correction.inputs import Tensorish, as_bool, prepare
 from correction.sketch import LogSketch, bincount
-from correction.strategies import LOG_CLAMP, Tensorish, prepare
+from correction.strategies import LOG_CLAMP
 
 __all__ = ["analyze", "distributions", "payloads", "sketches", "summarize", "TAIL_Q"]
 
@@ -60,12 +61,7 @@ class _Slices:
         if post_tool is None:
             self.row = torch.zeros(B, dtype=dt, device=m.device)
             return
-        p = (
-            post_tool.detach()
-            if isinstance(post_tool, torch.Tensor)
-            else torch.from_numpy(np.asarray(post_tool))
-        )
-        p = p.to(device=m.device, dtype=torch.bool)
+        p = as_bool(post_tool, m.device)
         if p.dim() == 1 and p.shape[0] == B:
             self.row = p.to(dt)
         elif tuple(p.shape) == (B, T):
@@ -207,7 +203,7 @@ def analyze(
         out.update({N.sliced(k, s): float(x) for k, x in figs.items()})
         rho_sum, rho2_sum = rho_sums[s]
         out[N.ess(s)] = float(rho_sum * rho_sum / (ntok * rho2_sum)) if rho2_sum > 0 else 0.0
-    sk = _sketches_from(absl, sl, int(B * T - vals[9].sum()), vals[9], alpha)
+    sk = _sketches_from(absl, m, sl, alpha)
     for s2, sketch in sk.items():
         if sketch.count == 0:
             continue
@@ -254,8 +250,7 @@ def sketches(
     absl = torch.where(m, lt - ls, 0.0).abs_()
     if bool(torch.isnan(absl).any()):
         raise ValueError("log-probabilities contain NaN on valid tokens; pass finite log-probs")
-    n_slice = sl.sums(m.to(lt.dtype)).to(torch.float64).cpu().numpy()
-    return _sketches_from(absl, sl, int(m.numel() - n_slice.sum()), n_slice, alpha)
+    return _sketches_from(absl, m, sl, alpha)
 
 
 def distributions(
@@ -277,27 +272,15 @@ def payloads(sk: dict[N.Slice, LogSketch]) -> dict[str, dict[str, Any]]:
 
 
 def _sketches_from(
-    absl: torch.Tensor, sl: _Slices, n_invalid: int, n_slice: np.ndarray, alpha: float
+    absl: torch.Tensor, m: torch.Tensor, sl: _Slices, alpha: float
 ) -> dict[N.Slice, LogSketch]:
-    """Both slices' sketches from one bucket-index pass and one bincount.
-
-    Invalid tokens have |lr| = 0, so they land in the text (or, for per-row labels, their
-    row's) zero bucket and are subtracted there afterwards instead of being masked out.
-    """
+    """Both slices' sketches of the valid tokens' |log-ratio|, from one bucket-index pass
+    and one bincount (the slice label offsets the post-tool buckets by one sketch size)."""
     text, post = LogSketch(alpha=alpha), LogSketch(alpha=alpha)
     size = text.max_index + 1
-    k = text.bucket_index(absl)  # (B, T) int64 storage index (NaN excluded by the caller)
-    seg = sl.segment()  # (B, 1) or (B, T) float 0/1
-    k += (seg * size).to(torch.int64)
-    counts = bincount(k.reshape(-1), 2 * size)
-    counts = counts.reshape(2, size)
-    # remove the invalid tokens from the zero buckets they fell into
-    if sl.row is not None:
-        inv_post = int(round(float(sl.row.sum().item()) * absl.shape[1] - n_slice[1]))
-    else:
-        inv_post = 0
-    counts[1, 0] -= inv_post
-    counts[0, 0] -= n_invalid - inv_post
+    seg = sl.segment().expand(m.shape)[m]  # (N,) 0 text, 1 post-tool
+    k = text.bucket_index(absl[m]) + (seg * size).to(torch.int64)  # (N,) storage index
+    counts = bincount(k, 2 * size).reshape(2, size)
     text.add_counts(np.trim_zeros(counts[0], "b"))
     post.add_counts(np.trim_zeros(counts[1], "b"))
     return {"text": text, "post_tool": post}

@@ -45,13 +45,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-import numpy as np
 import torch
 
 from correction import names as N
+from correction.inputs import Tensorish, prepare
 
 __all__ = [
     "Strategy",
+    "factory",
     "get",
     "names",
     "params",
@@ -70,8 +71,6 @@ Level = Literal["token", "sequence", "geometric", "none"]
 Mode = Literal["truncate", "mask"]
 Stat = Literal["k1", "k2", "k3"]
 Agg = Literal["sum", "mean"]
-Tensorish = torch.Tensor | np.ndarray
-
 _LEVELS = ("token", "sequence", "geometric", "none")
 _MODES = ("truncate", "mask")
 _STATS = ("k1", "k2", "k3")
@@ -144,181 +143,107 @@ class Strategy:
     ) -> tuple[torch.Tensor, dict[str, float]]:
         """Weights (B, T) detached (0 off-mask) and metrics, from (B, T) log-probs and mask."""
         lt, ls, m = prepare(logp_trainer, logp_sampler, mask)
-        return _apply(self, lt, ls, m)
+        w = weigh(self, lt, ls, m)
+        return w.weights, weight_metrics(self, w, m)
 
 
-def prepare(
-    logp_trainer: Tensorish, logp_sampler: Tensorish, mask: Tensorish | None
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Check and convert inputs: two (B, T) float tensors (same device) and a (B, T) bool mask.
+@dataclass(frozen=True)
+class Weighting:
+    """What :func:`weigh` computed: the weights and what the metrics need to explain them."""
 
-    numpy arrays are wrapped without a copy; half/bfloat16 are upcast to float32; tensors
-    are detached. ``mask=None`` means every token is valid.
-    """
-    lt = _tensor("logp_trainer", logp_trainer)
-    ls = _tensor("logp_sampler", logp_sampler)
-    if lt.dim() != 2 or lt.shape != ls.shape:
-        raise ValueError(
-            "logp_trainer and logp_sampler must both be (B, T); got "
-            f"{tuple(lt.shape)} and {tuple(ls.shape)}"
-        )
-    if lt.device != ls.device:
-        raise ValueError(f"logp tensors on different devices: {lt.device} vs {ls.device}")
-    if lt.dtype != ls.dtype:
-        dt = torch.promote_types(lt.dtype, ls.dtype)
-        lt, ls = lt.to(dt), ls.to(dt)
-    if mask is None:
-        m = torch.ones(lt.shape, dtype=torch.bool, device=lt.device)
-    else:
-        m = mask.detach() if isinstance(mask, torch.Tensor) else torch.from_numpy(np.asarray(mask))
-        if tuple(m.shape) != tuple(lt.shape):
-            raise ValueError(f"mask must be (B, T) = {tuple(lt.shape)}, got {tuple(m.shape)}")
-        m = m.to(device=lt.device, dtype=torch.bool) if m.dtype != torch.bool else m.to(lt.device)
-    return lt, ls, m
+    weights: torch.Tensor
+    """(B, T) detached; 0 off-mask and on every masked, rejected or vetoed token."""
+    raw: torch.Tensor
+    """Raw ratio at the strategy's level before truncation/masking: (B, T) for token (and
+    none), (B, 1) for sequence and geometric (one ratio per row)."""
+    kept: torch.Tensor
+    """(B, T) bool: valid and not masked, rejected or vetoed."""
+    vetoed: torch.Tensor | None
+    """(B,) bool rows rejected by the veto, or None (veto off)."""
 
 
-def _apply(
-    s: Strategy, lt: torch.Tensor, ls: torch.Tensor, m: torch.Tensor
-) -> tuple[torch.Tensor, dict[str, float]]:
-    """The composed strategy. Off-mask lr is 0, so the raw token ratio there is exactly 1:
-    counts over all tokens are corrected by the number of invalid tokens instead of
-    masking every intermediate (fewer passes over the (B, T) data)."""
-    dt, dev = lt.dtype, lt.device
+def weigh(s: Strategy, lt: torch.Tensor, ls: torch.Tensor, m: torch.Tensor) -> Weighting:
+    """The strategy's weights from (B, T) log-probs and a (B, T) bool mask."""
     lr = torch.where(m, lt - ls, 0.0)  # (B, T) log_rho, 0 off-mask
-    cnt = m.sum(-1).to(dt)  # (B,) valid tokens per row
-    n_tok = int(cnt.sum().item())
-    n_inv = m.numel() - n_tok  # invalid tokens (raw ratio 1 there)
-    has = cnt > 0  # (B,) rows with a valid token
-    n_rows = int(has.sum().item())
-    zero = torch.zeros((), dtype=dt, device=dev)
-    row_level = s.level in ("sequence", "geometric")
-    if row_level or s.rs_stat is not None:
-        lr = lr.clamp_(-_GUARD, _GUARD)  # finite row sums for any finite input
+    cnt = m.sum(-1).to(lr.dtype)  # (B,) valid tokens per row
+    if s.level in ("sequence", "geometric") or s.rs_stat is not None:
+        lr = lr.clamp(-_GUARD, _GUARD)  # finite row sums for any finite input
 
-    # Raw ratio at the strategy's level: (B, T) for token/none, (B, 1) for row levels.
-    if row_level:
+    if s.level in ("sequence", "geometric"):
         srow = lr.sum(-1, keepdim=True)  # (B, 1)
         if s.level == "geometric":
             srow = srow / cnt.clamp(min=1.0).unsqueeze(-1)
-        raw = torch.exp(srow.clamp_(-LOG_CLAMP, LOG_CLAMP))  # (B, 1)
+        raw = torch.exp(srow.clamp(-LOG_CLAMP, LOG_CLAMP))  # (B, 1)
     else:
-        raw = torch.exp(lr.clamp(-LOG_CLAMP, LOG_CLAMP))  # (B, T), 1 off-mask
+        raw = torch.exp(lr.clamp(-LOG_CLAMP, LOG_CLAMP))  # (B, T)
 
-    def count_valid(flag: torch.Tensor, off_mask_value: bool) -> torch.Tensor:
-        """Valid tokens where ``flag`` holds; ``flag`` (B, T) or (B, 1) over raw."""
-        if flag.shape[-1] == 1:
-            return (flag.squeeze(-1).to(dt) * cnt).sum()
-        return torch.count_nonzero(flag).to(dt) - (n_inv if off_mask_value else 0)
-
-    keep: torch.Tensor | None = None  # (B, T) or (B, 1) bool, False = masked by the band
-    high = low = zero
+    keep = m  # (B, T) bool, narrowed by the band, the rejection and the veto
     if s.level == "none":
-        w: torch.Tensor | float = 1.0
+        w = torch.ones_like(raw)
     elif s.mode == "truncate":
         assert s.C is not None
         w = raw.clamp(max=s.C)
-        high = count_valid(raw > s.C, s.C < 1.0)
-        low = count_valid(raw < 1.0 / s.C, 1.0 / s.C > 1.0)
     else:
         assert s.lo is not None and s.hi is not None
-        hi_f, lo_f = raw > s.hi, raw < s.lo
-        high, low = count_valid(hi_f, s.hi < 1.0), count_valid(lo_f, s.lo > 1.0)
-        keep = ~(hi_f | lo_f)
         w = raw
-
-    row_keep: torch.Tensor | None = None  # (B,) bool
-    vetoed: torch.Tensor | None = None
+        keep = keep & (raw >= s.lo) & (raw <= s.hi)
     if s.rs_stat is not None:
-        row_keep = _reject_rows(s, lr, cnt)
+        keep = keep & _reject_rows(s, lr, cnt).unsqueeze(-1)
+    vetoed = None
     if s.veto is not None:
         vetoed = ((lr < math.log(s.veto)) & m).any(-1)  # (B,)
-        row_keep = ~vetoed if row_keep is None else row_keep & ~vetoed
-    if row_keep is not None:
-        rk = row_keep.unsqueeze(-1)  # (B, 1)
-        keep = rk if keep is None else keep & rk
+        keep = keep & ~vetoed.unsqueeze(-1)
+    weights = torch.where(keep, w, 0.0).detach()  # (B, T)
+    return Weighting(weights=weights, raw=raw, kept=keep, vetoed=vetoed)
 
-    keep_tok = m if keep is None else keep & m  # (B, T) valid and not masked
-    # (B, T), 0 off-mask and where masked
-    weights = keep_tok.to(dt) if isinstance(w, float) else torch.where(keep_tok, w, 0.0)
-    weights = weights.detach()
 
-    # --- metrics (one host transfer at the end) --------------------------------------
+def weight_metrics(s: Strategy, w: Weighting, m: torch.Tensor) -> dict[str, float]:
+    """The ``rollout_corr/*`` figures of a :class:`Weighting` over the valid tokens of ``m``.
+
+    Token fractions are over valid tokens, sequence fractions over rows with a valid
+    token. With no valid token at all the fractions are 0 and every other figure NaN.
+    """
+    has = m.any(-1)  # (B,) rows with a valid token
+    n_tok, n_rows = int(m.sum()), max(int(has.sum()), 1)
     n = max(n_tok, 1)
-    if keep is None:
-        n_masked, seq_masked = zero, zero
-    else:
-        masked_tok = m & ~keep_tok  # (B, T)
-        n_masked = masked_tok.sum().to(dt)
-        seq_masked = (masked_tok.any(-1) & has).sum().to(dt)
-    flat = weights.reshape(-1)
-    wsum = flat.sum()
-    w2sum = torch.dot(flat, flat)
-    mean = wsum / n
-    var = (w2sum / n - mean * mean).clamp(min=0.0)
-    if raw.shape[-1] == 1:
-        rawb = raw.squeeze(-1)  # (B,)
-        raw_min = torch.where(has, rawb, math.inf).amin()
-        raw_max = torch.where(has, rawb, -math.inf).amax()
-        raw_mean = (rawb * cnt).sum() / n
-    else:
-        raw_min, raw_max = raw.aminmax()  # off-mask raw is exactly 1 ...
-        if n_inv and not (raw_min.item() < 1.0 < raw_max.item()):  # ... so only then recheck
-            raw_min = torch.where(m, raw, math.inf).amin()
-            raw_max = torch.where(m, raw, -math.inf).amax()
-        raw_mean = (raw.sum() - n_inv) / n
-    wmax = weights.amax()  # weights >= 0 and 0 off-mask: the max over valid tokens
-    # min over valid weights: 0 if any valid token was masked, else the (capped) raw min
+    raw = w.raw.expand(m.shape)[m]  # (N,) raw ratio of each valid token
+    weights = w.weights[m]  # (N,)
+    masked = m & ~w.kept  # (B, T) valid tokens whose weight was forced to 0
     if s.level == "none":
-        wmin = torch.ones((), dtype=dt, device=dev)
+        high = low = 0
+    elif s.mode == "truncate":
+        assert s.C is not None
+        high, low = int((raw > s.C).sum()), int((raw < 1.0 / s.C).sum())
     else:
-        wmin = raw_min.clamp(max=s.C) if s.mode == "truncate" and s.C is not None else raw_min
-    if keep is not None:
-        wmin = torch.where(n_masked > 0, zero, wmin)
-    # ESS = 1 / mean(n^2), n = w / mean(w)  ==  (sum w)^2 / (N sum w^2)
-    ess = wsum * wsum / (n * w2sum).clamp(min=torch.finfo(dt).tiny)
-    veto_frac = zero if vetoed is None else (vetoed & has).sum().to(dt) / max(n_rows, 1)
-    masked_frac = n_masked / n
-    vals = torch.stack(
-        [
-            mean,
-            var.sqrt(),
-            wmin,
-            wmax,
-            ess,
-            high / n,
-            low / n,
-            masked_frac,
-            masked_frac,
-            seq_masked / max(n_rows, 1),
-            veto_frac,
-            raw_min,
-            raw_mean,
-            raw_max,
-        ]
-    ).tolist()
-    keys = (
-        N.IS_MEAN,
-        N.IS_STD,
-        N.IS_MIN,
-        N.IS_MAX,
-        N.IS_ESS,
-        N.IS_RATIO_FRACTION_HIGH,
-        N.IS_RATIO_FRACTION_LOW,
-        N.MASKED_FRACTION,
-        N.RS_MASKED_FRACTION,
-        N.RS_SEQ_MASKED_FRACTION,
-        N.IS_VETO_FRACTION,
-        N.RAW_RATIO_MIN,
-        N.RAW_RATIO_MEAN,
-        N.RAW_RATIO_MAX,
-    )
-    metrics = dict(zip(keys, (float(v) for v in vals), strict=True))
-    if n_tok == 0:  # nothing valid: only the (all-zero) fractions mean anything
-        for k in (N.IS_MEAN, N.IS_STD, N.IS_MIN, N.IS_MAX, N.IS_ESS):
-            metrics[k] = math.nan
-        for k in (N.RAW_RATIO_MIN, N.RAW_RATIO_MEAN, N.RAW_RATIO_MAX):
-            metrics[k] = math.nan
-    return weights, metrics
+        assert s.lo is not None and s.hi is not None
+        high, low = int((raw > s.hi).sum()), int((raw < s.lo).sum())
+    wsum, w2sum = float(weights.sum()), float(torch.dot(weights, weights))
+    masked_frac = int(masked.sum()) / n
+    return {
+        N.IS_MEAN: _stat(weights, torch.mean),
+        N.IS_STD: _stat(weights, lambda t: t.var(correction=0).sqrt()),
+        N.IS_MIN: _stat(weights, torch.amin),
+        N.IS_MAX: _stat(weights, torch.amax),
+        # ESS = 1 / mean(n^2), n = w / mean(w)  ==  (sum w)^2 / (N sum w^2)
+        N.IS_ESS: wsum * wsum / max(n * w2sum, _TINY) if n_tok else math.nan,
+        N.IS_RATIO_FRACTION_HIGH: high / n,
+        N.IS_RATIO_FRACTION_LOW: low / n,
+        N.MASKED_FRACTION: masked_frac,
+        N.RS_MASKED_FRACTION: masked_frac,  # verl's name for the same figure
+        N.RS_SEQ_MASKED_FRACTION: int((masked.any(-1) & has).sum()) / n_rows,
+        N.IS_VETO_FRACTION: 0.0 if w.vetoed is None else int((w.vetoed & has).sum()) / n_rows,
+        N.RAW_RATIO_MIN: _stat(raw, torch.amin),
+        N.RAW_RATIO_MEAN: _stat(raw, torch.mean),
+        N.RAW_RATIO_MAX: _stat(raw, torch.amax),
+    }
+
+
+_TINY = float(torch.finfo(torch.float32).tiny)
+
+
+def _stat(values: torch.Tensor, fn: Callable[[torch.Tensor], torch.Tensor]) -> float:
+    """``fn`` of a 1-D tensor as a float; NaN for an empty one."""
+    return float(fn(values)) if values.numel() else math.nan
 
 
 def _reject_rows(s: Strategy, lr: torch.Tensor, cnt: torch.Tensor) -> torch.Tensor:
@@ -379,7 +304,7 @@ def names() -> list[str]:
     return sorted(_REGISTRY)
 
 
-def _factory(name: str) -> Factory:
+def factory(name: str) -> Factory:
     if not isinstance(name, str) or name not in _REGISTRY:
         raise ValueError(f"unknown correction strategy {name!r}; valid: {', '.join(names())}")
     return _REGISTRY[name]
@@ -387,13 +312,13 @@ def _factory(name: str) -> Factory:
 
 def params(name: str) -> dict[str, Any]:
     """The keyword thresholds of strategy ``name`` with their defaults."""
-    sig = inspect.signature(_factory(name))
+    sig = inspect.signature(factory(name))
     return {p.name: p.default for p in sig.parameters.values()}
 
 
 def get(name: str, **kwargs: Any) -> Strategy:
     """Build strategy ``name`` with keyword thresholds; bad name/keyword/value -> ValueError."""
-    fn = _factory(name)
+    fn = factory(name)
     accepted = params(name)
     unknown = sorted(set(kwargs) - set(accepted))
     if unknown:
@@ -571,17 +496,3 @@ def _number(name: str, field: str, v: object) -> float:
     if isinstance(v, bool) or not isinstance(v, int | float) or math.isnan(float(v)):
         raise ValueError(f"{name}: {field} must be a number or None, got {v!r}")
     return float(v)
-
-
-def _tensor(label: str, x: Tensorish) -> torch.Tensor:
-    if isinstance(x, torch.Tensor):
-        t = x.detach()
-    elif isinstance(x, np.ndarray):
-        t = torch.from_numpy(np.ascontiguousarray(x))
-    else:
-        raise ValueError(f"{label} must be a torch tensor or numpy array, got {type(x).__name__}")
-    if not t.is_floating_point():
-        raise ValueError(f"{label} must be floating point log-probabilities, got {t.dtype}")
-    if t.dtype in (torch.float16, torch.bfloat16):
-        t = t.float()
-    return t
