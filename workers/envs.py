@@ -30,6 +30,8 @@ from workers.registry import Registry
 FORMAT_PENALTY: Final = -0.1
 """Reward of an unparseable (or truncated) action; the episode ends there."""
 
+STOP_STRINGS: Final = ("</call>", "</answer>")
+"""Strings that end an action: a sampler stops a sequence at the first one it emits."""
 _ACTION_RE: Final = re.compile(r"\s*<(call|answer)>([^<]*)</\1>\s*")
 _EXPR_RE: Final = re.compile(r"\s*(\d{1,18})\s*([*+-])\s*(\d{1,18})\s*")
 

@@ -306,7 +306,16 @@ def train(cfg: RunConfig) -> Iterator[StepResult]:
     model, tokenizer = load_policy(cfg)
     torch.manual_seed(cfg.seed)
     env = envs.get(cfg.env, **cfg.env_kwargs)
-    sampler = samplers.make(cfg.sampler, model, tokenizer, cfg)  # before the codec: stays dense
+    # built before the codec is attached to the trainer's model, so its copy stays dense
+    sampler = samplers.make(
+        cfg.sampler,
+        model,
+        tokenizer,
+        device=cfg.device,
+        dtype=cfg.sampler_dtype,
+        seed=cfg.seed,
+        stops=envs.STOP_STRINGS,
+    )
     pad = int(tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0)
     trainer = Trainer(cfg, model, pad)
     rng = random.Random(cfg.seed)

@@ -38,7 +38,7 @@ from transformers.utils import logging as hf_logging
 
 from workers import envs
 from workers.config import RunConfig
-from workers.samplers import DTYPE
+from workers.sampling import DTYPE
 
 WARMSTART_VERSION: Final = 1
 """Bump when warm-start code changes, so stale caches are not reused."""

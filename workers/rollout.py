@@ -13,13 +13,11 @@ are exactly those positions of the full sequence's forward.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any
 
 from workers.envs import Env, Task
 from workers.model import encode
-from workers.samplers import Sampler
-
-STOP_STRINGS: Final = ("</call>", "</answer>")
+from workers.sampling import Sampler
 
 
 @dataclass

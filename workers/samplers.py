@@ -1,8 +1,10 @@
 """Samplers: the inference engine that chooses each token (never compressed).
 
-One interface (``Sampler``): ``generate(prompts, ...)`` returns, per prompt, the emitted
-token ids, the sampler's log-prob of each under the actual sampling distribution (after
-temperature), and why it stopped; ``sync(model)`` loads the trainer's updated weights.
+One interface (``workers.sampling.Sampler``): ``generate(prompts, ...)`` returns, per
+prompt, the emitted token ids, the sampler's log-prob of each under the actual sampling
+distribution (after temperature), and why it stopped; ``sync(model)`` loads the
+trainer's updated weights. Factories take explicit arguments:
+``make(name, model, tokenizer, device=..., dtype=..., seed=..., stops=...)``.
 
 - ``torch``: a copy of the trainer's weights in ``sampler_dtype`` (bfloat16 by default, as
   vLLM serves), batched generation with a KV cache, left padding, per-sequence stop at a
@@ -13,53 +15,40 @@ temperature), and why it stopped; ``sync(model)`` loads the trainer's updated we
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 import torch
 from torch import nn
 
 from workers.registry import Registry
-
-DTYPE = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
-
-
-@dataclass
-class Generation:
-    """One sampled action."""
-
-    ids: list[int]
-    """Emitted token ids (including a stop/EOS token)."""
-    logps: list[float]
-    """Sampler log-prob of each emitted token, after temperature."""
-    truncated: bool
-    """True when cut at the token budget (no stop string, no EOS)."""
-
-
-class Sampler(Protocol):
-    """What the GRPO loop needs from an inference engine."""
-
-    def generate(
-        self, prompts: list[list[int]], *, max_new_tokens: int, temperature: float, seed: int
-    ) -> list[Generation]:
-        """Sample one action per prompt (token ids of the whole history)."""
-        ...
-
-    def sync(self, model: nn.Module) -> None:
-        """Load the trainer's current weights."""
-        ...
-
+from workers.sampling import DTYPE, Generation, Sampler
 
 _REGISTRY: Registry[Sampler] = Registry("sampler")
 register = _REGISTRY.register
-"""Decorator: register a sampler factory ``(model, tokenizer, cfg) -> Sampler``."""
+"""Decorator: register a sampler factory
+``(model, tokenizer, *, device, dtype, seed, stops) -> Sampler``."""
 names = _REGISTRY.names
 """Sorted names of the registered samplers."""
 
 
-def make(name: str, model: nn.Module, tokenizer: Any, cfg: Any) -> Sampler:
-    """Build sampler ``name`` for the trainer's ``model``."""
-    return _REGISTRY.factory(name)(model, tokenizer, cfg)
+def make(
+    name: str,
+    model: nn.Module,
+    tokenizer: Any,
+    *,
+    device: str,
+    dtype: str,
+    seed: int,
+    stops: tuple[str, ...],
+) -> Sampler:
+    """Build sampler ``name`` for the trainer's ``model``.
+
+    ``device`` and ``dtype`` (a ``workers.sampling.DTYPE`` name) place the sampler's
+    weights; ``seed`` seeds an engine that keeps its own generator; ``stops`` are the
+    strings that end an action (``workers.envs.STOP_STRINGS``).
+    """
+    factory = _REGISTRY.factory(name)
+    return factory(model, tokenizer, device=device, dtype=dtype, seed=seed, stops=stops)
 
 
 class StopMatcher:
@@ -87,18 +76,16 @@ class TorchSampler:
     Built from the trainer's model BEFORE a codec is attached to it, so the copy is dense.
     """
 
-    def __init__(self, model: nn.Module, tokenizer: Any, cfg: Any) -> None:
-        from workers.rollout import STOP_STRINGS
-
-        self.device = torch.device(cfg.device)
-        self.model = (
-            copy.deepcopy(model).to(device=self.device, dtype=DTYPE[cfg.sampler_dtype]).eval()
-        )
+    def __init__(
+        self, model: nn.Module, tokenizer: Any, *, device: str, dtype: str, stops: tuple[str, ...]
+    ) -> None:
+        self.device = torch.device(device)
+        self.model = copy.deepcopy(model).to(device=self.device, dtype=DTYPE[dtype]).eval()
         for p in self.model.parameters():
             p.requires_grad_(False)
         self.pad = int(tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0)
         self.eos = tokenizer.eos_token_id
-        self.stop = StopMatcher(tokenizer, STOP_STRINGS)
+        self.stop = StopMatcher(tokenizer, stops)
 
     def sync(self, model: nn.Module) -> None:
         """Copy the trainer's weights in (cast to this sampler's dtype)."""
@@ -163,12 +150,17 @@ class TorchSampler:
 
 
 @register("torch")
-def _torch(model: nn.Module, tokenizer: Any, cfg: Any) -> Sampler:
-    return TorchSampler(model, tokenizer, cfg)
+def _torch(
+    model: nn.Module, tokenizer: Any, *, device: str, dtype: str, seed: int, stops: tuple[str, ...]
+) -> Sampler:
+    # seed: unused; generate() takes a seed per call
+    return TorchSampler(model, tokenizer, device=device, dtype=dtype, stops=stops)
 
 
 @register("vllm")
-def _vllm(model: nn.Module, tokenizer: Any, cfg: Any) -> Sampler:
+def _vllm(
+    model: nn.Module, tokenizer: Any, *, device: str, dtype: str, seed: int, stops: tuple[str, ...]
+) -> Sampler:
     from workers.vllm_sampler import VLLMSampler  # GPU only; the `gpu` extra
 
-    return VLLMSampler(model, tokenizer, cfg)
+    return VLLMSampler(model, tokenizer, dtype=dtype, seed=seed, stops=stops)

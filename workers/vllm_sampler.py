@@ -21,8 +21,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from workers.rollout import STOP_STRINGS
-from workers.samplers import Generation
+from workers.sampling import Generation
 
 
 class WeightLoader:
@@ -40,7 +39,9 @@ class WeightLoader:
 class VLLMSampler:
     """Sampling with vLLM's ``LLM`` on the trainer's model directory."""
 
-    def __init__(self, model: nn.Module, tokenizer: Any, cfg: Any) -> None:
+    def __init__(
+        self, model: nn.Module, tokenizer: Any, *, dtype: str, seed: int, stops: tuple[str, ...]
+    ) -> None:
         if not torch.cuda.is_available():
             raise ValueError("sampler 'vllm' needs a CUDA GPU; use sampler: torch on this machine")
         try:
@@ -51,11 +52,12 @@ class VLLMSampler:
         if not path:
             raise ValueError("sampler 'vllm' needs a model loaded from a local directory")
         self.tokenizer = tokenizer
+        self.stops = stops
         self.llm = LLM(
             model=str(path),
             tokenizer=str(path),
-            dtype=cfg.sampler_dtype,
-            seed=cfg.seed,
+            dtype=dtype,
+            seed=seed,
             logprobs_mode="processed_logprobs",
             enable_prefix_caching=True,
             gpu_memory_utilization=0.4,
@@ -80,7 +82,7 @@ class VLLMSampler:
             SamplingParams(
                 temperature=temperature,
                 max_tokens=max_new_tokens,
-                stop=list(STOP_STRINGS),
+                stop=list(self.stops),
                 include_stop_str_in_output=True,
                 logprobs=0,
                 seed=seed * 100_003 + i,

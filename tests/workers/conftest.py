@@ -6,13 +6,27 @@ from typing import Any
 
 import pytest
 
-from workers import RunConfig
+from workers import RunConfig, envs, samplers
+from workers.sampling import Sampler
 
 
 def small(**over: Any) -> RunConfig:
     """The quick preset shrunk for tests: 4 tasks x 4 trajectories, 1 CPU thread."""
     base: dict[str, Any] = {"steps": 3, "tasks_per_step": 4, "group_size": 4, "num_threads": 1}
     return RunConfig.preset("quick", **{**base, **over})
+
+
+def make_sampler(model: Any, tokenizer: Any, cfg: RunConfig) -> Sampler:
+    """The config's sampler over ``model``, built as the GRPO loop builds it."""
+    return samplers.make(
+        cfg.sampler,
+        model,
+        tokenizer,
+        device=cfg.device,
+        dtype=cfg.sampler_dtype,
+        seed=cfg.seed,
+        stops=envs.STOP_STRINGS,
+    )
 
 
 @pytest.fixture(scope="session")

@@ -16,9 +16,9 @@ from workers.config import QUICK_CODEC
 from workers.loop import Trainer, build_rows, group_advantages, token_logps
 from workers.model import build_tokenizer, encode, load_policy
 from workers.rollout import rollout
-from workers.samplers import Generation, TorchSampler
+from workers.sampling import Generation, Sampler
 
-from .conftest import small
+from .conftest import make_sampler, small
 
 
 def test_all_equal_rewards_give_zero_advantage() -> None:
@@ -96,7 +96,7 @@ def test_rows_slices_rewards_from_a_scripted_policy() -> None:
 def test_sampler_logps_match_a_full_forward(warm_model_dir: str) -> None:
     cfg = small(sampler_dtype="float32")
     model, tok = load_policy(cfg)
-    sampler = TorchSampler(model, tok, cfg)
+    sampler = make_sampler(model, tok, cfg)
     env = envs.get("mul")
     rng = random.Random(5)
     prompts = [encode(tok, env.sample_task(rng).prompt, first=True) for _ in range(6)]
@@ -164,7 +164,7 @@ def test_first_three_steps_repeat_exactly_for_a_seed() -> None:
     assert c[0] != a[0][1]
 
 
-def _rollout(cfg: Any, sampler: TorchSampler, tok: Any, *, tasks: int, seed: int) -> list[Any]:
+def _rollout(cfg: Any, sampler: Sampler, tok: Any, *, tasks: int, seed: int) -> list[Any]:
     """``tasks`` tasks of ``cfg.env`` (drawn with ``seed``) x ``tasks`` trajectories each,
     sampled with ``seed``: 3 interactions, 48 tokens each, temperature 1."""
     env = envs.get(cfg.env)
@@ -185,7 +185,7 @@ def _rollout(cfg: Any, sampler: TorchSampler, tok: Any, *, tasks: int, seed: int
 def test_a_train_step_changes_every_trainable_parameter() -> None:
     cfg = small(compression="quant", compression_kwargs={"bits": 4})
     model, tok = load_policy(cfg)
-    sampler = TorchSampler(model, tok, cfg)
+    sampler = make_sampler(model, tok, cfg)
     trainer = Trainer(cfg, model, int(tok.pad_token_id))
     trajs = _rollout(cfg, sampler, tok, tasks=4, seed=0)
     for i, t in enumerate(trajs):  # force non-degenerate groups
@@ -208,7 +208,7 @@ def test_trainer_logps_are_those_of_the_rows_prompts() -> None:
     """One forward over a whole trajectory = a forward over each row's own prompt."""
     cfg = small(compression="topk", compression_kwargs={"keep": 0.1})
     model, tok = load_policy(cfg)
-    sampler = TorchSampler(model, tok, cfg)
+    sampler = make_sampler(model, tok, cfg)
     trainer = Trainer(cfg, model, int(tok.pad_token_id))
     trajs = _rollout(cfg, sampler, tok, tasks=2, seed=3)
     with torch.no_grad():
@@ -245,7 +245,7 @@ def test_micro_batches_give_the_same_update() -> None:
 
     cfg = small(minibatches=1)
     model, tok = load_policy(cfg)
-    sampler = TorchSampler(model, tok, cfg)
+    sampler = make_sampler(model, tok, cfg)
     trajs = _rollout(cfg, sampler, tok, tasks=4, seed=1)
     for i, t in enumerate(trajs):
         t.reward = float(i % 3 == 0)

@@ -12,7 +12,7 @@ from correction import names as N
 from workers import envs, train
 from workers.model import encode, load_policy
 
-from .conftest import small
+from .conftest import make_sampler, small
 
 pytestmark = pytest.mark.gpu
 
@@ -23,11 +23,9 @@ def _cfg(**over: object):  # type: ignore[no-untyped-def]
 
 def test_vllm_logps_are_post_temperature_and_match_a_full_forward() -> None:
     pytest.importorskip("vllm")
-    from workers.vllm_sampler import VLLMSampler
-
     cfg = _cfg()
     model, tok = load_policy(cfg)
-    sampler = VLLMSampler(model, tok, cfg)
+    sampler = make_sampler(model, tok, cfg)
     env = envs.get("mul")
     rng = random.Random(0)
     prompts = [encode(tok, env.sample_task(rng).prompt, first=True) for _ in range(8)]
@@ -42,11 +40,9 @@ def test_vllm_logps_are_post_temperature_and_match_a_full_forward() -> None:
 
 def test_vllm_sync_pushes_the_trainers_weights() -> None:
     pytest.importorskip("vllm")
-    from workers.vllm_sampler import VLLMSampler
-
     cfg = _cfg()
     model, tok = load_policy(cfg)
-    sampler = VLLMSampler(model, tok, cfg)
+    sampler = make_sampler(model, tok, cfg)
     prompt = [encode(tok, "Q:12*34\n", first=True)]
     before = sampler.generate(prompt, max_new_tokens=8, temperature=1.0, seed=0)[0]
     with torch.no_grad():
