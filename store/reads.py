@@ -112,10 +112,20 @@ HISTORY_SQL: TextClause = text(
     """
 SELECT m.step, n.name, m.value, m.flag
 FROM metrics m JOIN metric_names n ON n.id = m.name_id
-WHERE m.run_id = :run_id
+WHERE m.run_id = :run_id AND m.step > :after AND m.step <= :until
 ORDER BY m.step, n.name
 """
 )
+HISTORY_OF_SQL: TextClause = text(
+    """
+SELECT m.step, n.name, m.value, m.flag
+FROM metrics m JOIN metric_names n ON n.id = m.name_id
+WHERE m.run_id = :run_id AND m.step > :after AND m.step <= :until
+  AND m.name_id IN :name_ids
+ORDER BY m.step, n.name
+"""
+).bindparams(bindparam("name_ids", expanding=True))
+"""A run's steps after ``after``, only the named metrics (a watcher's control figures)."""
 
 RUN_METRIC_NAMES_SQL: TextClause = text(
     """

@@ -459,8 +459,16 @@ class Store:
         self._read(go)
         return out
 
-    def history(self, run_id: int) -> list[dict[str, Any]]:
-        """Every step of a run as ``{"step": n, name: value, ...}``, oldest first.
+    def history(
+        self,
+        run_id: int,
+        *,
+        after: int = -(2**31),
+        until: int = 2**31,
+        names: Sequence[str] | None = None,
+    ) -> list[dict[str, Any]]:
+        """Every step of a run as ``{"step": n, name: value, ...}``, oldest first; only the
+        steps in (``after``, ``until``] and, with ``names``, only those metrics.
 
         For the rules, which compare numbers: a flagged value comes back as the float it
         was (nan, inf, -inf), not None.
@@ -469,7 +477,14 @@ class Store:
         def go(conn: Connection) -> list[dict[str, Any]]:
             out: list[dict[str, Any]] = []
             cur: dict[str, Any] | None = None
-            for step, name, value, flag in conn.execute(reads.HISTORY_SQL, {"run_id": run_id}):
+            params: dict[str, Any] = {"run_id": run_id, "after": int(after), "until": int(until)}
+            sql = reads.HISTORY_SQL
+            if names is not None:
+                params["name_ids"] = list(self._known_ids(conn, names))
+                if not params["name_ids"]:
+                    return out
+                sql = reads.HISTORY_OF_SQL
+            for step, name, value, flag in conn.execute(sql, params):
                 if cur is None or cur["step"] != step:
                     cur = {"step": int(step)}
                     out.append(cur)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import multiprocessing as mp
 import sqlite3
 from datetime import UTC, datetime
@@ -22,19 +23,19 @@ def _engine(url: str):  # type: ignore[no-untyped-def]
     return eng.make_engine(eng.resolve_url(url), read_only=False)
 
 
-def test_two_real_revisions_ship_in_the_package() -> None:
+def test_the_real_revisions_ship_in_the_package() -> None:
     revs, head = eng.known_revisions()
-    assert revs == ["0001", "0002", "0003"] and head == "0003"
+    assert revs == ["0001", "0002", "0003", "0004"] and head == "0004"
     assert (eng.MIGRATIONS_DIR / "env.py").exists()
 
 
 def test_empty_database_is_upgraded_to_head(store_url: str) -> None:
     with open_store(store_url) as st:
-        assert st.revision() == "0003"
+        assert st.revision() == "0004"
         tables = set(inspect(st.engine).get_table_names())
     assert {"sweeps", "runs", "metrics", "metric_names", "distributions", "decisions"} <= tables
     with open_store(store_url) as st:  # a second open is a no-op
-        assert st.revision() == "0003"
+        assert st.revision() == "0004"
 
 
 def test_orm_schema_matches_the_migrations(store_url: str) -> None:
@@ -43,7 +44,7 @@ def test_orm_schema_matches_the_migrations(store_url: str) -> None:
     assert diff == []
 
 
-@pytest.mark.parametrize("start", ["0001", "0002"])
+@pytest.mark.parametrize("start", ["0001", "0002", "0003"])
 def test_database_at_an_older_revision_is_upgraded_and_keeps_its_data(
     store_url: str, start: str
 ) -> None:
@@ -74,12 +75,12 @@ def test_database_at_an_older_revision_is_upgraded_and_keeps_its_data(
                 "(1, 1, 1, 0.5), (1, 1, 2, NULL), (1, 1, 9, 0.7)"
             )
         )
-        if start == "0002":  # what 0002's write_steps kept up to date
+        if start != "0001":  # what 0002's write_steps kept up to date
             conn.execute(text("UPDATE runs SET last_step = 9"))
     engine.dispose()
 
     with open_store(store_url) as st:
-        assert st.revision() == "0003"
+        assert st.revision() == "0004"
         assert [s.name for s in st.sweeps()] == ["old"]
         assert st.run(1).last_step == 9  # 0001 -> 0002 backfills it
         assert [(p.step, p.value, p.flag) for p in st.series([1], ["critic/score/mean"])] == [
@@ -91,11 +92,70 @@ def test_database_at_an_older_revision_is_upgraded_and_keeps_its_data(
         assert st.series([1], ["critic/score/mean"])[-1].flag == "nan"
 
 
+def _old_run(conn: Any, rid: int, sweep: int, trial: str, role: str, labels: tuple[str, str, str],
+             config: dict[str, Any]) -> None:  # fmt: skip
+    conn.execute(
+        text(
+            "INSERT INTO runs (id, sweep_id, trial_id, role, pair_key, seed, compression,"
+            " correction, config_json, status, started) VALUES (:id, :sw, :trial, :role, :pair,"
+            " :seed, :comp, :corr, :cfg, 'completed', :t)"
+        ),
+        {"id": rid, "sw": sweep, "trial": trial, "role": role, "pair": labels[0],
+         "seed": config["seed"], "comp": labels[1], "corr": labels[2],
+         "cfg": json.dumps(config), "t": datetime.now(UTC)},
+    )  # fmt: skip
+
+
+def test_0004_relabels_old_runs_with_the_one_identity(store_url: str) -> None:
+    """A sweep's runs and `gapwatch run`'s runs, labelled by the two old codes, come out
+    with store.identity's keys and labels; a foreign config is left alone."""
+    engine = _engine(store_url)
+    eng.upgrade(engine, "0003")
+    now = datetime.now(UTC)
+    sweep_run = {"name": "s0-quant_bits2-tis", "env": "mul", "model": "tiny", "seed": 0,
+                 "steps": 4, "compression": "quant", "compression_kwargs": {"bits": 2},
+                 "correction": "tis", "correction_kwargs": {}}  # fmt: skip
+    control = {**sweep_run, "name": "s0-control", "compression": "none",
+               "compression_kwargs": {}, "correction": "none"}  # fmt: skip
+    local = {**sweep_run, "name": "mine", "compression_layers": 2, "correction": "icepop",
+             "correction_kwargs": {"lo": 0.8}}  # fmt: skip
+    with engine.begin() as conn:
+        for sid, name in ((1, "old"), (2, "local")):
+            conn.execute(
+                text(
+                    "INSERT INTO sweeps (id, name, config_text, created, status) "
+                    "VALUES (:id, :name, '', :t, 'completed')"
+                ),
+                {"id": sid, "name": name, "t": now},
+            )
+        _old_run(conn, 1, 1, "s0-control", "control", ("mul/tiny/seed0", "none", "none"), control)
+        _old_run(conn, 2, 1, "s0-quant_bits2-tis", "treatment",
+                 ("mul/tiny/seed0", "quant(bits=2)", "tis"), sweep_run)  # fmt: skip
+        _old_run(conn, 3, 2, "mine-0-abcd", "treatment",
+                 ("mul-s0-abcd", "quant:bits=2@every2", "icepop"), local)  # fmt: skip
+        _old_run(conn, 4, 2, "trl-run", "treatment", ("x", "fp8", "tis"),
+                 {"trainer": "trl", "seed": 1})  # fmt: skip
+    engine.dispose()
+
+    with open_store(store_url) as st:
+        runs = {r.id: r for r in st.runs()}
+    ctl, treat, mine, foreign = runs[1], runs[2], runs[3], runs[4]
+    assert (ctl.trial_id, ctl.compression, ctl.correction) == ("s0-control", "none", "none")
+    assert (treat.trial_id, treat.compression, treat.correction) == (
+        "s0-quant_bits2-tis_C2", "quant(bits=2)", "tis(C=2)",
+    )  # fmt: skip
+    assert treat.config["correction_kwargs"] == {"C": 2.0}
+    assert ctl.pair_key == treat.pair_key and ctl.pair_key.startswith("mul/tiny/s0@")
+    assert (mine.compression, mine.correction) == ("quant(bits=2)@every2", "icepop(lo=0.8,hi=5)")
+    assert mine.trial_id == f"s0-quant_bits2_every2-icepop_lo0.8_hi5@{mine.pair_key[-8:]}"
+    assert (foreign.trial_id, foreign.pair_key, foreign.correction) == ("trl-run", "x", "tis")
+
+
 def test_read_only_open_refuses_an_old_schema(store_url: str) -> None:
     engine = _engine(store_url)
     eng.upgrade(engine, "0001")
     engine.dispose()
-    with pytest.raises(StoreError, match=r"older than '0003': run `gapwatch db upgrade"):
+    with pytest.raises(StoreError, match=r"older than '0004': run `gapwatch db upgrade"):
         open_store(store_url, read_only=True)
 
 
@@ -206,14 +266,14 @@ def test_two_processes_creating_one_new_store_at_once(store_url: str) -> None:
         p.join(60)
     assert [p.exitcode for p in procs] == [0, 0]
     with open_store(store_url) as st:
-        assert st.revision() == "0003"
+        assert st.revision() == "0004"
         assert sorted(r.trial_id for r in st.runs()) == ["t0", "t1"]
 
 
 def test_in_memory_sqlite_store() -> None:
     with open_store("sqlite://") as st:
         sid = st.ensure_sweep("mem", "")
-        assert [s.id for s in st.sweeps()] == [sid] and st.revision() == "0003"
+        assert [s.id for s in st.sweeps()] == [sid] and st.revision() == "0004"
 
 
 def test_missing_postgres_database_is_named(pg_user: str) -> None:
