@@ -28,6 +28,8 @@ _REGISTRY: Registry[Codec] = Registry("codec", unknown_label="compression")
 register = _REGISTRY.register
 names = _REGISTRY.names
 """Sorted names of the registered codecs."""
+factory = _REGISTRY.factory
+"""The factory registered under a name (its keywords are the codec's strength)."""
 
 
 def get(name: str, **kwargs: Any) -> Codec:

@@ -1,23 +1,37 @@
-"""``RunConfig``: every setting of one RL run, validated, with two presets.
+"""``RunConfig``: every setting of one RL run, validated by pydantic, with two presets.
 
 ``RunConfig.from_dict(d)`` is the one way in from YAML/Tune: an optional ``preset`` key
 (``quick`` or ``large``) picks the base values, every other key overrides one field, an
 unknown key fails naming the valid ones, and an unknown env/codec/correction/sampler name
-fails naming the registered ones.
+fails naming the registered ones (wording: ``workers.validation``).
+
+A validated config is *resolved*: ``compression_kwargs`` and ``correction_kwargs`` hold
+every parameter of the codec and the strategy, defaults filled in (``correction: tis``
+comes out with ``correction_kwargs: {C: 2.0}``), so the stored config says exactly what
+ran and ``store.identity`` labels it the same however it was written.
 """
 
 from __future__ import annotations
 
-import contextlib
-import dataclasses
-import hashlib
-import json
-from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any, Final, Literal
+
+from pydantic import Field, ValidationError, field_validator, model_validator
 
 from workers import codecs, envs, samplers
+from workers.sampling import DTYPE
+from workers.validation import (
+    ConfigError,
+    Float,
+    Int,
+    Strict,
+    check_name,
+    describe,
+    resolve_params,
+    unknown_keys,
+)
 
-DTYPES: Final = ("float32", "bfloat16", "float16")
+DTYPES: Final = tuple(DTYPE)
+Dtype = Literal["float32", "bfloat16", "float16"]
 
 QUICK_CODEC: Final[tuple[str, dict[str, Any]]] = ("topk", {"keep": 0.05})
 """The quick preset's compressed codec, chosen by measurement (bench/worker_bench.py): keep
@@ -46,8 +60,7 @@ PRESETS: Final[dict[str, dict[str, Any]]] = {
 }
 
 
-@dataclass
-class RunConfig:
+class RunConfig(Strict):
     """One RL run. Defaults are the ``quick`` preset.
 
     The quick preset's optimiser settings (lr 6e-4 after a 5-step warm-up, k3 anchor 0.2,
@@ -57,179 +70,145 @@ class RunConfig:
     """
 
     name: str = "run"
-    """Label of the run; part of its trial id."""
+    """Label of the run (shown in progress lines; not part of its identity)."""
     env: str = "mul"
     """Environment name (``workers.envs.names()``)."""
-    env_kwargs: dict[str, Any] = field(default_factory=dict)
+    env_kwargs: dict[str, Any] = Field(default_factory=dict)
     """Keyword arguments of the environment (e.g. ``max_digits``)."""
     model: str = "tiny"
     """``tiny`` (built-in ~0.8M-parameter Llama, char tokenizer) or a local HF model directory."""
-    seed: int = 0
+    seed: Int = 0
     """Seed of task draws, sampling and initialisation of the RL run."""
-    steps: int = 30
+    steps: Int = Field(default=30, ge=1)
     """Number of GRPO steps."""
-    tasks_per_step: int = 16
+    tasks_per_step: Int = Field(default=16, ge=1)
     """Distinct tasks drawn per step (the number of groups)."""
-    group_size: int = 4
-    """Trajectories per task (G); advantages are relative within a group."""
-    max_interactions: int = 3
+    group_size: Int = Field(default=4, ge=2)
+    """Trajectories per task (G, at least 2): advantages are relative within a group."""
+    max_interactions: Int = Field(default=3, ge=1, le=50)
     """Most actions per trajectory (1..50); out of interactions scores 0."""
-    token_budget: int = 48
+    token_budget: Int = Field(default=48, ge=1)
     """Most tokens per action; an action cut here is unparseable."""
-    temperature: float = 1.0
+    temperature: Float = Field(default=1.0, gt=0)
     """Sampling temperature; sampler and trainer log-probs are both taken after it."""
-    lr: float = 6e-4
+    lr: Float = Field(default=6e-4, gt=0)
     """AdamW learning rate of the RL updates."""
-    clip_eps: float = 0.2
+    clip_eps: Float = Field(default=0.2, gt=0, lt=1)
     """PPO clip range: ratios outside [1 - eps, 1 + eps] stop contributing gradient."""
-    kl_coef: float = 0.2
+    kl_coef: Float = Field(default=0.2, ge=0)
     """Coefficient of the k3 KL anchor to the initial policy (0 disables the reference model)."""
-    old_logprobs: str = "sampler"
+    old_logprobs: Literal["trainer", "sampler"] = "sampler"
     """Denominator of the PPO ratio: ``trainer`` (recomputed by the trainer's forward before
     the update, verl's decoupled mode) or ``sampler`` (the sampler's log-probs, verl's
     bypass mode: the ratio then carries the whole train-inference gap)."""
-    minibatches: int = 2
+    minibatches: Int = Field(default=2, ge=1)
     """Optimizer steps per GRPO step (the batch is split by trajectory)."""
-    lr_warmup_steps: int = 5
+    lr_warmup_steps: Int = Field(default=5, ge=0)
     """Linear learning-rate warm-up over this many GRPO steps (0: constant lr)."""
-    micro_batch: int | None = None
+    micro_batch: Int | None = Field(default=None, ge=1)
     """Trajectories per forward/backward (gradient accumulation); None: a whole minibatch at
     once. Bounds memory for long histories and large vocabularies; results are unchanged."""
-    max_grad_norm: float | None = 1.0
+    max_grad_norm: Float | None = Field(default=1.0, gt=0)
     """Gradient clipping norm; None for no clipping."""
-    adv_eps: float = 1e-6
+    adv_eps: Float = Field(default=1e-6, gt=0)
     """eps in (r - mean) / (std + eps)."""
     compression: str = "none"
     """Codec of the trainer's forward (``workers.codecs.names()``); ``none`` = dense control."""
-    compression_kwargs: dict[str, Any] = field(default_factory=dict)
-    """Strength of the codec (``bits`` for quant, ``keep`` for topk)."""
-    compression_layers: str | int = "all"
-    """Which decoder-layer outputs are compressed: ``all`` or every n-th layer (an int)."""
+    compression_kwargs: dict[str, Any] = Field(default_factory=dict)
+    """Strength of the codec (``bits`` for quant, ``keep`` for topk); resolved: every
+    parameter of the codec, defaults filled in."""
+    compression_layers: Literal["all"] | Int = "all"
+    """Which decoder-layer outputs are compressed: ``all`` or every n-th layer (an int >= 1)."""
     correction: str = "none"
     """Correction strategy (``correction.strategies.names()``)."""
-    correction_kwargs: dict[str, Any] = field(default_factory=dict)
-    """Keyword arguments of the correction strategy (e.g. ``C``)."""
+    correction_kwargs: dict[str, Any] = Field(default_factory=dict)
+    """Thresholds of the correction strategy (e.g. ``C``); resolved like
+    ``compression_kwargs`` (a threshold that is off, such as ``veto``, is left out)."""
     sampler: str = "torch"
     """Sampler engine (``workers.samplers.names()``)."""
-    sampler_dtype: str = "bfloat16"
+    sampler_dtype: Dtype = "bfloat16"
     """Sampler weights' dtype: bfloat16 as vLLM serves; float32 to match the trainer exactly."""
-    trainer_dtype: str = "float32"
+    trainer_dtype: Dtype = "float32"
     """Trainer weights' dtype."""
     device: str = "cpu"
     """Torch device of trainer and torch sampler (``cpu``, ``cuda``, ``cuda:1``)."""
-    num_threads: int | None = None
-    """torch CPU threads (None: leave torch's default); Ray trials use 1."""
-    warm_start_steps: int = 600
+    num_threads: Int | None = Field(default=None, ge=1)
+    """torch CPU threads (None: leave torch's default); Ray trials use their CPU share."""
+    warm_start_steps: Int = Field(default=600, ge=0)
     """Supervised steps on demonstrations before RL (0: none); cached on disk."""
-    warm_start_lr: float = 3e-3
+    warm_start_lr: Float = Field(default=3e-3, gt=0)
     """Peak learning rate of the warm start (cosine decay)."""
-    warm_start_batch: int = 32
+    warm_start_batch: Int = Field(default=32, ge=1)
     """Demonstrations per warm-start step."""
-    warm_start_wrong_frac: float = 0.35
+    warm_start_wrong_frac: Float = Field(default=0.35, ge=0, le=1)
     """Fraction of demonstrations whose final answer is miscopied (leaves RL room)."""
-    warm_start_seed: int = 0
+    warm_start_seed: Int = 0
     """Seed of the warm start (shared by all runs, so pairs start from the same weights)."""
 
-    def __post_init__(self) -> None:
-        def need(ok: bool, msg: str) -> None:
-            if not ok:
-                raise ValueError(msg)
+    @field_validator("compression_layers")
+    @classmethod
+    def _layers(cls, v: str | int) -> str | int:
+        if isinstance(v, int) and v < 1:
+            raise ValueError(f"must be 'all' or every n-th layer with n >= 1, got {v}")
+        return v
 
-        self._coerce_types()
+    @field_validator("sampler")
+    @classmethod
+    def _sampler(cls, v: str) -> str:
+        return check_name("sampler", v, samplers.names())
 
-        for k in ("steps", "tasks_per_step", "token_budget", "minibatches", "warm_start_batch"):
-            v = getattr(self, k)
-            need(isinstance(v, int) and v >= 1, f"{k} must be a positive integer, got {v!r}")
-        need(
-            isinstance(self.group_size, int) and self.group_size >= 2,
-            f"group_size must be an integer >= 2 (advantages are relative within a group), got {self.group_size!r}",
-        )
-        need(
-            isinstance(self.max_interactions, int) and 1 <= self.max_interactions <= 50,
-            f"max_interactions must be an integer in 1..50, got {self.max_interactions!r}",
-        )
-        need(
-            isinstance(self.warm_start_steps, int) and self.warm_start_steps >= 0,
-            "warm_start_steps must be >= 0",
-        )
-        need(self.temperature > 0, f"temperature must be > 0, got {self.temperature}")
-        need(self.lr > 0, f"lr must be > 0, got {self.lr}")
-        need(0 < self.clip_eps < 1, f"clip_eps must be in (0, 1), got {self.clip_eps}")
-        need(self.lr_warmup_steps >= 0, f"lr_warmup_steps must be >= 0, got {self.lr_warmup_steps}")
-        need(self.kl_coef >= 0, f"kl_coef must be >= 0, got {self.kl_coef}")
-        need(0 <= self.warm_start_wrong_frac <= 1, "warm_start_wrong_frac must be in [0, 1]")
-        need(
-            self.max_grad_norm is None or self.max_grad_norm > 0,
-            "max_grad_norm must be > 0 or null",
-        )
-        need(self.num_threads is None or self.num_threads >= 1, "num_threads must be >= 1 or null")
-        need(self.micro_batch is None or self.micro_batch >= 1, "micro_batch must be >= 1 or null")
-        need(
-            self.old_logprobs in ("trainer", "sampler"),
-            f"old_logprobs must be 'trainer' or 'sampler', got {self.old_logprobs!r}",
-        )
-        for k in ("sampler_dtype", "trainer_dtype"):
-            need(
-                getattr(self, k) in DTYPES,
-                f"{k} must be one of {', '.join(DTYPES)}, got {getattr(self, k)!r}",
-            )
-        need(
-            self.sampler in samplers.names(),
-            f"unknown sampler {self.sampler!r}; valid: {', '.join(samplers.names())}",
-        )
-        # Names and arguments: building them validates them (each raises one clear ValueError).
+    @model_validator(mode="after")
+    def _resolve_parts(self) -> RunConfig:
+        """Check the named parts and fill in their parameters' defaults."""
+        check_name("env", self.env, envs.names())
         envs.get(self.env, **self.env_kwargs)
-        codecs.get(self.compression, **self.compression_kwargs)
-        codecs.boundaries(4, self.compression_layers)
+        check_name("compression", self.compression, codecs.names())
+        self.compression_kwargs = _drop_none(
+            resolve_params(
+                f"compression {self.compression!r}",
+                codecs.factory(self.compression),
+                self.compression_kwargs,
+            )
+        )
+        codecs.get(self.compression, **self.compression_kwargs)  # the codec's own range checks
         from correction import strategies
 
-        strategies.get(self.correction, **self.correction_kwargs)
-
-    def _coerce_types(self) -> None:
-        """Check each field against its annotation; YAML's ``2e-4`` (a string) becomes a float."""
-        for f in dataclasses.fields(self):
-            v, kinds = getattr(self, f.name), str(f.type).replace(" ", "").split("|")
-            if v is None and "None" in kinds:
-                continue
-            if "float" in kinds and isinstance(v, str):
-                with contextlib.suppress(ValueError):
-                    v = float(v)
-            if "float" in kinds and isinstance(v, int) and not isinstance(v, bool):
-                v = float(v)
-            ok = any(
-                (k == "float" and isinstance(v, float))
-                or (k == "int" and isinstance(v, int) and not isinstance(v, bool))
-                or (k == "str" and isinstance(v, str))
-                or (k.startswith("dict") and isinstance(v, dict))
-                for k in kinds
+        check_name("correction", self.correction, strategies.names())
+        self.correction_kwargs = _drop_none(
+            resolve_params(
+                f"correction {self.correction!r}",
+                strategies.factory(self.correction),
+                self.correction_kwargs,
             )
-            if not ok:
-                raise ValueError(f"{f.name} must be {' or '.join(kinds)}, got {v!r}")
-            setattr(self, f.name, v)
+        )
+        strategies.get(self.correction, **self.correction_kwargs)
+        return self
 
     @classmethod
     def field_names(cls) -> list[str]:
         """Every settable key (plus ``preset``)."""
-        return [f.name for f in dataclasses.fields(cls)]
+        return list(cls.model_fields)
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> RunConfig:
-        """Build from a plain dict: optional ``preset`` base, then field overrides."""
+        """Build from a plain dict: optional ``preset`` base, then field overrides.
+
+        Every problem is one :class:`workers.validation.ConfigError` (a ValueError) line.
+        """
         if not isinstance(d, dict):
-            raise ValueError(
+            raise ConfigError(
                 f"a run config must be a mapping of field: value, got {type(d).__name__}"
             )
         d = dict(d)
         preset = d.pop("preset", "quick")
-        if preset not in PRESETS:
-            raise ValueError(f"unknown preset {preset!r}; valid: {', '.join(PRESETS)}")
-        valid = cls.field_names()
-        unknown = sorted(set(d) - set(valid))
-        if unknown:
-            raise ValueError(
-                f"unknown run config key(s) {', '.join(unknown)}; valid: preset, {', '.join(valid)}"
-            )
-        return cls(**{**PRESETS[preset], **d})
+        try:
+            unknown_keys("key", d, cls.field_names())
+            check_name("preset", preset, PRESETS)
+            return cls.model_validate({**PRESETS[preset], **d})
+        except ValidationError as exc:
+            raise ConfigError(describe(exc, cls)) from None
+        except ValueError as exc:
+            raise ConfigError(" ".join(str(exc).split())) from None
 
     @classmethod
     def preset(cls, name: str, **overrides: Any) -> RunConfig:
@@ -237,31 +216,10 @@ class RunConfig:
         return cls.from_dict({"preset": name, **overrides})
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain JSON-able dict of every field."""
-        return dataclasses.asdict(self)
-
-    @property
-    def role(self) -> str:
-        """Derived: ``control`` for a dense run, else ``treatment``."""
-        return "control" if self.compression == "none" else "treatment"
-
-    def pair_key(self) -> str:
-        """Derived: identical for a control and its treatments (same everything but codec/correction)."""
-        skip = {
-            "name",
-            "compression",
-            "compression_kwargs",
-            "compression_layers",
-            "correction",
-            "correction_kwargs",
-        }
-        same = {k: v for k, v in self.to_dict().items() if k not in skip}
-        return f"{self.env}-s{self.seed}-{_digest(same)[:8]}"
-
-    def trial_id(self) -> str:
-        """Derived: ``<name>-<seed>-<hash of every field>``."""
-        return f"{self.name}-{self.seed}-{_digest(self.to_dict())[:8]}"
+        """Plain JSON-able dict of every field (resolved)."""
+        return self.model_dump(mode="json")
 
 
-def _digest(obj: Any) -> str:
-    return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()
+def _drop_none(kwargs: dict[str, Any]) -> dict[str, Any]:
+    """Parameters that are off (None) are left out of a resolved config."""
+    return {k: v for k, v in kwargs.items() if v is not None}

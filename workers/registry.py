@@ -7,6 +7,7 @@ registry is the single source of names for config validation, the CLI and Tune.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
@@ -44,6 +45,15 @@ class Registry(Generic[T]):
                 f"unknown {self.unknown_label} {name!r}; valid: {', '.join(self.names())}"
             )
         return self._factories[name]
+
+    def params(self, name: str) -> dict[str, Any]:
+        """The keyword parameters of ``name``'s factory with their defaults, in order."""
+        sig = inspect.signature(self.factory(name))
+        return {
+            p.name: p.default
+            for p in sig.parameters.values()
+            if p.default is not inspect.Parameter.empty
+        }
 
     def build(self, name: str, kwargs_field: str, /, **kwargs: Any) -> T:
         """``factory(name)(**kwargs)``; a bad keyword fails naming ``kwargs_field``."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from store import identity
 from workers import RunConfig, codecs, envs, samplers
 
 
@@ -16,9 +17,7 @@ def test_presets() -> None:
 
 
 def test_unknown_key_lists_valid_ones() -> None:
-    with pytest.raises(
-        ValueError, match=r"unknown run config key\(s\) stepz; valid: preset, name, env"
-    ):
+    with pytest.raises(ValueError, match=r"unknown key 'stepz'; valid: name, env, env_kwargs"):
         RunConfig.from_dict({"stepz": 3})
 
 
@@ -65,12 +64,46 @@ def test_registries_are_the_name_source() -> None:
 
 
 def test_role_and_pairing() -> None:
-    dense = RunConfig.preset("quick", seed=3)
-    comp = RunConfig.preset("quick", seed=3, compression="quant", compression_kwargs={"bits": 2})
-    other = RunConfig.preset("quick", seed=4)
-    assert dense.role == "control" and comp.role == "treatment"
-    assert dense.pair_key() == comp.pair_key() != other.pair_key()
-    assert dense.trial_id() != comp.trial_id()
+    def ident(**over: object) -> identity.RunIdentity:
+        return identity.of_config(RunConfig.from_dict(over).to_dict())
+
+    dense = ident(seed=3, name="dense")
+    comp = ident(seed=3, name="comp", compression="quant", compression_kwargs={"bits": 2})
+    other = ident(seed=4)
+    assert dense.run_role == "control" and comp.run_role == "treatment"
+    assert dense.pair_key == comp.pair_key != other.pair_key
+    assert dense.unique_key != comp.unique_key
+
+
+def test_configs_are_resolved_so_equal_strategies_label_alike() -> None:
+    short = RunConfig.preset("quick", compression="topk", correction="tis")
+    spelt = RunConfig.preset(
+        "quick", compression="topk", compression_kwargs={"keep": 0.25}, correction="tis",
+        correction_kwargs={"C": 2},
+    )  # fmt: skip
+    assert short.correction_kwargs == {"C": 2.0} and short.compression_kwargs == {"keep": 0.25}
+    assert short == spelt
+    ids = identity.of_config(short.to_dict())
+    assert (ids.compression_label, ids.correction_label) == ("topk(keep=0.25)", "tis(C=2)")
+
+
+@pytest.mark.parametrize(
+    ("bad", "pattern"),
+    [
+        ({"lr": True}, "lr: expected a number, got true"),
+        ({"steps": 2.5}, "steps: .*integer"),
+        ({"correction": "tis", "correction_kwargs": {"Cx": 2}}, "unknown key 'Cx'; valid: C, veto"),
+    ],
+)
+def test_numbers_and_thresholds_are_checked_like_any_field(
+    bad: dict[str, object], pattern: str
+) -> None:
+    with pytest.raises(ValueError, match=pattern):
+        RunConfig.from_dict(bad)
+
+
+def test_yaml_exponent_strings_are_numbers() -> None:
+    assert RunConfig.from_dict({"lr": "2e-4"}).lr == 2e-4
 
 
 def test_public_api_is_pinned() -> None:

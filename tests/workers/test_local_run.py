@@ -9,15 +9,17 @@ import pytest
 
 from correction import names as N
 from orchestrator.local_run import load_run_config, run_local
+from store import identity
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
 def test_examples_load_and_pair() -> None:
-    dense = load_run_config(EXAMPLES / "run-dense.yaml", [])
-    comp = load_run_config(EXAMPLES / "run-compressed.yaml", [])
-    assert dense.role == "control" and comp.role == "treatment"
-    assert dense.pair_key() == comp.pair_key()
+    dense = identity.of_config(load_run_config(EXAMPLES / "run-dense.yaml", []).to_dict())
+    comp = identity.of_config(load_run_config(EXAMPLES / "run-compressed.yaml", []).to_dict())
+    assert dense.run_role == "control" and comp.run_role == "treatment"
+    assert dense.pair_key == comp.pair_key
+    assert (comp.compression_label, comp.correction_label) == ("topk(keep=0.05)", "none")
 
 
 def test_overrides_are_yaml_typed_and_dotted() -> None:
@@ -30,13 +32,13 @@ def test_overrides_are_yaml_typed_and_dotted() -> None:
     cfg = load_run_config(
         EXAMPLES / "run-dense.yaml", ["compression=quant", "compression_kwargs={bits: 3}"]
     )
-    assert cfg.role == "treatment" and cfg.compression_kwargs == {"bits": 3}
+    assert cfg.compression == "quant" and cfg.compression_kwargs == {"bits": 3}
 
 
 @pytest.mark.parametrize(
     ("overrides", "pattern"),
     [
-        (["stepz=3"], "unknown run config key"),
+        (["stepz=3"], "unknown key 'stepz'; valid: name, env"),
         (["steps"], "--set expects key=value"),
         (["env=chess"], "unknown env 'chess'; valid: mul, mul_chain"),
         (["steps.x=1"], "is not a mapping"),
@@ -70,6 +72,11 @@ def test_run_lands_in_the_store(tmp_path: Path) -> None:
     st = open_store(url)
     row = st.run(run_id)
     assert row.status == "completed" and row.role == "treatment"
+    # the same labels and keys a sweep gives this run (store.identity)
+    assert (row.compression, row.correction) == ("topk(keep=0.05)", "none")
+    assert row.trial_id.startswith("s0-topk_keep0.05-none@") and row.pair_key.startswith(
+        "mul/tiny/s0@"
+    )
     hist = st.history(run_id)
     assert [h["step"] for h in hist] == [1, 2]
     assert hist[0][N.PROBS_DIFF_MEAN] > 0.1
