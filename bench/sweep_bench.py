@@ -48,22 +48,24 @@ def run(
     config: Path, overrides: list[str], *, stopping: bool, work: Path
 ) -> tuple[Any, Any, SweepOutcome]:
     tag = "rules" if stopping else "nostop"
-    cfg, text = load_sweep_config(
+    sweep = load_sweep_config(
         config, [*overrides, f"stopping={'true' if stopping else 'false'}", f"name=bench-{tag}"]
     )
+    cfg = sweep.config
     url = f"sqlite:///{work}/{tag}.db"
     print(
-        f"[sweep_bench] running {cfg.name}: {len(cfg.seeds)} seeds, {cfg.steps} steps", flush=True
+        f"[sweep_bench] running {cfg.name}: {len(cfg.seeds)} seeds, {sweep.steps} steps",
+        flush=True,
     )
     out = execute_sweep(
-        cfg, text, db_url=url, address=None, resume=False, storage=work / f"ray-{tag}", live=False
+        sweep, db_url=url, address=None, resume=False, storage=work / f"ray-{tag}", live=False
     )
     print(
         f"[sweep_bench] {cfg.name}: {out.status} in {out.wall_s:.0f} s, "
         f"trial-steps {out.trial_steps_used}/{out.trial_steps_budget}",
         flush=True,
     )
-    return cfg, open_store(url), out
+    return sweep, open_store(url), out
 
 
 def scores(st: Any, run_id: int) -> dict[int, float]:
@@ -86,7 +88,7 @@ def main() -> int:
 
     with tempfile.TemporaryDirectory(prefix="gw-sweep-bench-") as tmp:
         work = Path(tmp)
-        cfg, st_rules, out_rules = run(args.config, args.overrides, stopping=True, work=work)
+        sweep, st_rules, out_rules = run(args.config, args.overrides, stopping=True, work=work)
         _, st_free, out_free = run(args.config, args.overrides, stopping=False, work=work)
 
         free_runs = {r.trial_id: r for r in st_free.runs()}
@@ -136,6 +138,7 @@ def main() -> int:
             late.append(x["trial"])
         if not good_sustained:
             late_sustained.append(x["trial"])
+    cfg = sweep.config
     saved = out_free.trial_steps_used - out_rules.trial_steps_used
     frac = saved / out_free.trial_steps_used if out_free.trial_steps_used else 0.0
 
@@ -146,7 +149,7 @@ def main() -> int:
         f"- date: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}",
         f"- command: `{command}`",
         f"- sweep: {len(cfg.seeds)} seeds x (1 control + {len(treat) // max(1, len(cfg.seeds))} "
-        f"treatments), {cfg.steps} steps, {cfg.resources.cpus:g} CPU per trial",
+        f"treatments), {sweep.steps} steps, {cfg.resources.cpus:g} CPU per trial",
         "",
         "| figure | measured | target |",
         "|---|---|---|",

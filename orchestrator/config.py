@@ -1,19 +1,30 @@
-"""Sweep configuration: a YAML file -> a validated ``SweepConfig`` -> a list of trial specs.
+"""Sweep configuration: a YAML file -> a validated, expanded :class:`Sweep`.
+
+A sweep YAML names the settings every trial shares with ``workers.RunConfig``'s own field
+names (``env``, ``model``, ``steps``, ``tasks_per_step``, ``token_budget``, ``lr``, ...),
+at the top level or under ``run:``, plus the sweep's own keys: the axes (``seeds``,
+``compression``, ``correction``) and how to run it (``rules``, ``stopping``, ``store``,
+``ray_address``, ``resources``)::
+
+    name: quickstart
+    env: mul
+    steps: 30
+    seeds: [0, 1]
+    compression: [{codec: topk, keep: 0.05}]
+    correction: [none, tis, {name: icepop, lo: [0.5, 0.8]}]
 
 What is here:
-- ``SweepConfig`` (pydantic v2): every field a sweep YAML may hold, documented once.
-  Unknown keys are rejected; unknown correction, codec, rule or environment names fail
-  listing the valid ones, read from the registries (``correction.strategies``,
-  ``workers.codecs``, ``workers.envs``, ``orchestrator.rules``).
-- ``load_sweep_config(path, overrides)``: read + override + validate; every problem is
-  one ``GapwatchError`` line (a YAML syntax error names its line, a missing file says so).
-- ``expand(cfg)``: per seed one dense CONTROL and one TREATMENT per
-  (codec strength, correction, threshold combination); each treatment carries its
-  control's trial key. Controls come first so they are scheduled before treatments.
-- ``run_config_dict(cfg, ...)``: the one place sweep fields map onto ``workers.RunConfig``.
+- ``SweepConfig`` (pydantic, like every gapwatch config): the YAML's fields, documented
+  once. Unknown keys fail listing the valid ones (a key of the old vocabulary says what it
+  is called now); names are checked against the registries.
+- :func:`load_sweep_config` / :func:`parse_sweep_config`: read, override, validate and
+  expand, once, into a :class:`Sweep`: per seed one dense CONTROL and one TREATMENT per
+  (codec strength, correction, threshold combination), each a resolved
+  ``RunConfig`` dict with its :class:`store.identity.RunIdentity`; controls first, so they
+  are scheduled before their treatments.
 
 What is not here: running anything (``orchestrator.sweep``), the rules themselves
-(``orchestrator.rules``).
+(``orchestrator.rules``), how a run is labelled (``store.identity``).
 """
 
 from __future__ import annotations
@@ -21,47 +32,48 @@ from __future__ import annotations
 import itertools
 import re
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 
+from orchestrator import rules
 from orchestrator.errors import GapwatchError
-
-Role = Literal["control", "treatment"]
-DENSE_CODEC = "none"
-"""Codec name of the dense (uncompressed) trainer forward; every control uses it."""
-NO_CORRECTION = "none"
-"""Correction name that leaves every token's weight at 1; every control uses it."""
+from store import identity
+from workers import RunConfig, codecs
+from workers.validation import Float, Int, Strict, check_name, describe
 
 Scalar = int | float | str | bool
 
-
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class Budgets(_Strict):
-    """Per-trajectory limits of the agentic environment (None: the worker preset's)."""
-
-    tokens_per_interaction: int | None = Field(default=None, gt=0)
-    """Per-interaction token budget: an action cut here is unparseable (-0.1)."""
-    max_interactions: int | None = Field(default=None, gt=0, le=50)
-    """Most interactions (tool calls + final answer) per trajectory."""
+AXES = ("seed", "compression", "compression_kwargs", "compression_layers", "correction")
+"""RunConfig fields a sweep sets per trial (with ``correction_kwargs`` and ``name``)."""
+RENAMED = {
+    "environment": "env",
+    "batch_size": "tasks_per_step",
+    "budgets": "token_budget and max_interactions (RunConfig's names, at the top level)",
+    "worker": "nothing: put its fields at the top level or under run:",
+}
+"""Keys of the sweep vocabulary before it took RunConfig's names, and what replaced them."""
 
 
-class Resources(_Strict):
+class Resources(Strict):
     """What one trial asks Ray for."""
 
-    cpus: float = Field(default=1.0, gt=0)
+    cpus: Float = Field(default=1.0, gt=0)
     """CPU cores per trial (torch in the trial uses this many threads)."""
-    gpus: float = Field(default=0.0, ge=0)
+    gpus: Float = Field(default=0.0, ge=0)
     """GPU fraction per trial (0.5 puts two trials on one GPU)."""
 
 
-class Compression(_Strict):
+def _combos(grid: dict[str, Scalar | list[Scalar]]) -> list[dict[str, Scalar]]:
+    keys = list(grid)
+    values = [v if isinstance(v, list) else [v] for v in grid.values()]
+    return [dict(zip(keys, c, strict=True)) for c in itertools.product(*values)]
+
+
+class Compression(Strict):
     """One compressed-trainer setting: a codec and its strength; a list value sweeps it.
 
     Any key besides ``codec`` and ``layers`` is the codec's strength keyword, e.g.
@@ -72,8 +84,8 @@ class Compression(_Strict):
     """Codec name from ``workers.codecs.names()``."""
     params: dict[str, Scalar | list[Scalar]] = Field(default_factory=dict)
     """The codec's keyword strength(s) (``bits``, ``keep``); a list sweeps it."""
-    layers: str | int | None = None
-    """Which layer outputs are compressed (``all`` or every n-th); None: the worker's default."""
+    layers: str | Int | None = None
+    """Which layer outputs are compressed (``all`` or every n-th); None: the run's setting."""
 
     @model_validator(mode="before")
     @classmethod
@@ -86,18 +98,17 @@ class Compression(_Strict):
             return {**out, "params": rest}
         return data
 
+    @field_validator("codec")
+    @classmethod
+    def _known(cls, v: str) -> str:
+        return check_name("codec", v, codecs.names())
+
     def combos(self) -> list[dict[str, Scalar]]:
         """Every strength combination this entry sweeps, in YAML order (derived)."""
         return _combos(self.params)
 
 
-def _combos(grid: dict[str, Scalar | list[Scalar]]) -> list[dict[str, Scalar]]:
-    keys = list(grid)
-    values = [v if isinstance(v, list) else [v] for v in grid.values()]
-    return [dict(zip(keys, c, strict=True)) for c in itertools.product(*values)]
-
-
-class Correction(_Strict):
+class Correction(Strict):
     """One correction strategy; any key besides ``name`` is a threshold (a list sweeps it)."""
 
     name: str
@@ -115,29 +126,28 @@ class Correction(_Strict):
             return {"name": data.get("name"), "thresholds": rest}
         return data
 
+    @field_validator("name")
+    @classmethod
+    def _known(cls, v: str) -> str:
+        from correction import strategies
+
+        return check_name("correction", v, strategies.names())
+
     def combos(self) -> list[dict[str, Scalar]]:
         """Every threshold combination this entry sweeps, in YAML order (derived)."""
         return _combos(self.thresholds)
 
 
-class SweepConfig(_Strict):
+class SweepConfig(Strict):
     """A paired dense/compressed sweep, as written in a sweep YAML."""
 
     name: str
     """Sweep name: the store's key for it (``--resume`` continues the sweep of this name)."""
-    environment: str
-    """Agentic environment from ``workers.envs.names()``."""
-    model: str = "tiny"
-    """The embedded tiny model (``tiny``) or a local directory ``transformers`` loads."""
-    seeds: list[int] = Field(min_length=1)
+    seeds: list[Int] = Field(min_length=1)
     """One pair of runs (control + treatments) per seed."""
-    steps: int = Field(gt=0)
-    """GRPO steps per trial (the budget each trial may use)."""
-    batch_size: int | None = Field(default=None, gt=0)
-    """Tasks drawn per step (None: the worker preset's)."""
-    group_size: int | None = Field(default=None, gt=1)
-    """Trajectories per task, GRPO's G (None: the worker preset's)."""
-    budgets: Budgets = Field(default_factory=Budgets)
+    run: dict[str, Any] = Field(default_factory=dict)
+    """``workers.RunConfig`` fields every trial shares (``env``, ``steps``, ``lr``, ...);
+    the same names may also stand at the top level."""
     compression: list[Compression] = Field(min_length=1)
     """Compressed-trainer settings; each is crossed with every correction."""
     correction: list[Correction] = Field(min_length=1)
@@ -151,8 +161,39 @@ class SweepConfig(_Strict):
     ray_address: str | None = None
     """Ray cluster to join (``auto`` or host:port); ``--address`` wins; None: local Ray."""
     resources: Resources = Field(default_factory=Resources)
-    worker: dict[str, Any] = Field(default_factory=dict)
-    """Extra ``workers.RunConfig`` fields (lr, sampler, kl_coef, ...), validated by it."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _gather_run(cls, data: Any) -> Any:
+        """RunConfig's field names at the top level go into ``run:``; old names are named."""
+        if not isinstance(data, dict):
+            return data
+        for old, new in RENAMED.items():
+            if old in data:
+                raise ValueError(f"{old!r} is not a sweep key any more; use {new}")
+        fields = set(RunConfig.field_names()) | {"preset"}
+        top = {k: v for k, v in data.items() if k in fields and k not in cls.model_fields}
+        if not top:
+            return data
+        run = data.get("run") or {}
+        if not isinstance(run, dict):
+            return data  # the field's own validation says what is wrong
+        both = sorted(set(top) & set(run))
+        if both:
+            raise ValueError(f"{', '.join(both)} set both at the top level and under run:")
+        rest = {k: v for k, v in data.items() if k not in top}
+        return {**rest, "run": {**run, **top}}
+
+    @field_validator("run")
+    @classmethod
+    def _no_axes(cls, v: dict[str, Any]) -> dict[str, Any]:
+        axes = sorted(set(v) & {*AXES, "correction_kwargs", "name"})
+        if axes:
+            raise ValueError(
+                f"{', '.join(axes)} vary per trial: set them with seeds:, compression: and "
+                "correction: (a run's name is its trial key)"
+            )
+        return v
 
     @field_validator("name")
     @classmethod
@@ -168,155 +209,108 @@ class SweepConfig(_Strict):
             raise ValueError(f"seeds repeat: {v}")
         return v
 
+    @field_validator("rules")
+    @classmethod
+    def _rules(cls, v: dict[str, Any]) -> dict[str, Any]:
+        rules.build(v)  # names, parameters and values, with the rules' own wording
+        return v
 
-# --- trial specs ---------------------------------------------------------------------
 
-
-def _label(name: str, kw: dict[str, Scalar]) -> str:
-    if not kw:
-        return name
-    return f"{name}(" + ",".join(f"{k}={v}" for k, v in kw.items()) + ")"
+# --- trials ----------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
 class TrialSpec:
-    """One Tune trial: its role, its pairing and the RunConfig dict it trains."""
+    """One Tune trial: who it is, whom it is paired with, and the RunConfig it trains."""
 
-    trial_key: str
-    """Stable id of the trial in the sweep (the store's run ``trial_id``)."""
-    role: Role
-    pair_key: str
-    """seed + environment + model: a treatment and its control share it."""
-    seed: int
-    codec: str
-    codec_kwargs: dict[str, Scalar]
-    correction: str
-    thresholds: dict[str, Scalar]
+    ident: identity.RunIdentity
     control_key: str | None
     """The paired control's ``trial_key`` (None for a control)."""
-    run: dict[str, Any] = field(default_factory=dict)
-    """What ``workers.RunConfig.from_dict`` receives."""
+    run: dict[str, Any]
+    """The resolved ``workers.RunConfig`` dict (what ``RunConfig.from_dict`` receives)."""
 
     @property
-    def compression_label(self) -> str:
-        """``quant(bits=2)`` (derived; the store's compression column)."""
-        return _label(self.codec, self.codec_kwargs)
+    def trial_key(self) -> str:
+        """Stable id of the trial in the sweep (the store's run ``trial_id``)."""
+        return self.ident.trial_key
 
     @property
-    def correction_label(self) -> str:
-        """``tis(C=2)`` (derived; the store's correction column)."""
-        return _label(self.correction, self.thresholds)
+    def role(self) -> str:
+        return self.ident.run_role
+
+    @property
+    def seed(self) -> int:
+        return self.ident.seed
+
+    @property
+    def pair_key(self) -> str:
+        return self.ident.pair_key
 
     def to_dict(self) -> dict[str, Any]:
+        """What a Tune trial's config carries (plain data): keys, labels and the run."""
         return {
-            **asdict(self),
-            "compression_label": self.compression_label,
-            "correction_label": self.correction_label,
+            "trial_key": self.trial_key,
+            "control_key": self.control_key,
+            **self.ident.store_fields(),
+            "run": self.run,
         }
 
 
-def run_config_dict(
-    cfg: SweepConfig,
-    spec_name: str,
-    *,
-    seed: int,
-    codec: str,
-    codec_kwargs: dict[str, Scalar],
-    layers: str | int | None,
-    correction: str,
-    thresholds: dict[str, Scalar],
-) -> dict[str, Any]:
-    """The ``workers.RunConfig`` dict of one trial: sweep fields, then ``worker:`` extras."""
-    d: dict[str, Any] = {
-        "name": spec_name,
-        "env": cfg.environment,
-        "model": cfg.model,
-        "seed": seed,
-        "steps": cfg.steps,
-        "compression": codec,
-        "compression_kwargs": dict(codec_kwargs),
-        "correction": correction,
-        "correction_kwargs": dict(thresholds),
-        "num_threads": max(1, int(cfg.resources.cpus)),
-    }
-    # Unset sizes and budgets keep the worker preset's values (workers.config.PRESETS)
-    optional = {
-        "tasks_per_step": cfg.batch_size,
-        "group_size": cfg.group_size,
-        "token_budget": cfg.budgets.tokens_per_interaction,
-        "max_interactions": cfg.budgets.max_interactions,
-        "compression_layers": layers,
-    }
-    d.update({k: v for k, v in optional.items() if v is not None})
-    if cfg.resources.gpus > 0 and "device" not in cfg.worker:
+@dataclass(frozen=True)
+class Sweep:
+    """A validated sweep: its config, its YAML text and its trials, expanded once."""
+
+    config: SweepConfig
+    text: str
+    trials: tuple[TrialSpec, ...]
+
+    @property
+    def steps(self) -> int:
+        """Steps per trial (every trial runs the same number)."""
+        return int(self.trials[0].run["steps"])
+
+
+def _trial(
+    cfg: SweepConfig, seed: int, role: identity.Role, arm: dict[str, Any], control_key: str | None
+) -> TrialSpec:
+    d: dict[str, Any] = {**cfg.run, "seed": seed, **arm}
+    d.setdefault("num_threads", max(1, int(cfg.resources.cpus)))
+    if cfg.resources.gpus > 0:
         # Ray sets CUDA_VISIBLE_DEVICES per trial, so "cuda" is the trial's own GPU share
-        d["device"] = "cuda"
-    clash = sorted(set(cfg.worker) & (set(d) - {"num_threads"}))
-    if clash:
-        raise GapwatchError(
-            f"worker: {', '.join(clash)} is a sweep field (or set per trial); set it there, "
-            "not under worker:"
-        )
-    return {**d, **cfg.worker}
+        d.setdefault("device", "cuda")
+    try:
+        run = RunConfig.from_dict(d).to_dict()
+    except ValueError as exc:
+        what = "control" if role == "control" else f"{arm['compression']} x {arm['correction']}"
+        raise ValueError(f"seed {seed}, {what}: {exc}") from None
+    ident = identity.of_config(run, role=role)
+    run["name"] = ident.trial_key
+    return TrialSpec(ident=ident, control_key=control_key, run=run)
 
 
-def _slug(v: object) -> str:
-    return re.sub(r"[^A-Za-z0-9.]+", "", str(v))
-
-
-def _key_part(name: str, kw: dict[str, Scalar]) -> str:
-    return name + "".join(f"_{k}{_slug(v)}" for k, v in kw.items())
-
-
-def expand(cfg: SweepConfig) -> list[TrialSpec]:
+def expand(cfg: SweepConfig) -> tuple[TrialSpec, ...]:
     """Trial specs: every seed's control first, then each seed's treatments."""
     controls: list[TrialSpec] = []
     treatments: list[TrialSpec] = []
     for seed in cfg.seeds:
-        pair_key = f"{cfg.environment}/{cfg.model}/seed{seed}"
-        control_key = f"s{seed}-control"
-        dense: dict[str, Any] = {
-            "seed": seed,
-            "codec": DENSE_CODEC,
-            "codec_kwargs": {},
-            "correction": NO_CORRECTION,
-            "thresholds": {},
-        }
-        controls.append(
-            TrialSpec(
-                trial_key=control_key,
-                role="control",
-                pair_key=pair_key,
-                control_key=None,
-                run=run_config_dict(cfg, control_key, layers=None, **dense),
-                **dense,
-            )
-        )
+        dense = {"compression": identity.DENSE, "correction": identity.NO_CORRECTION}
+        control = _trial(cfg, seed, "control", dense, None)
+        controls.append(control)
         for comp in cfg.compression:
             for ckw in comp.combos():
                 for corr in cfg.correction:
                     for tkw in corr.combos():
-                        key = "-".join(
-                            [f"s{seed}", _key_part(comp.codec, ckw), _key_part(corr.name, tkw)]
-                        )
                         arm: dict[str, Any] = {
-                            "seed": seed,
-                            "codec": comp.codec,
-                            "codec_kwargs": ckw,
+                            "compression": comp.codec,
+                            "compression_kwargs": ckw,
                             "correction": corr.name,
-                            "thresholds": tkw,
+                            "correction_kwargs": tkw,
                         }
-                        treatments.append(
-                            TrialSpec(
-                                trial_key=key,
-                                role="treatment",
-                                pair_key=pair_key,
-                                control_key=control_key,
-                                run=run_config_dict(cfg, key, layers=comp.layers, **arm),
-                                **arm,
-                            )
-                        )
-    specs = controls + treatments
+                        if comp.layers is not None:
+                            arm["compression_layers"] = comp.layers
+                        spec = _trial(cfg, seed, "treatment", arm, control.trial_key)
+                        treatments.append(spec)
+    specs = (*controls, *treatments)
     keys = [s.trial_key for s in specs]
     dup = sorted({k for k in keys if keys.count(k) > 1})
     if dup:
@@ -325,31 +319,6 @@ def expand(cfg: SweepConfig) -> list[TrialSpec]:
 
 
 # --- loading and validation ------------------------------------------------------------
-
-
-def _registry_names(kind: str) -> list[str]:
-    """Valid names of one registry; the single source for validation messages."""
-    if kind == "correction":
-        from correction import strategies
-
-        return list(strategies.names())
-    if kind == "codec":
-        from workers import codecs
-
-        return list(codecs.names())
-    if kind == "environment":
-        from workers import envs
-
-        return list(envs.names())
-    from orchestrator import rules
-
-    return list(rules.names())
-
-
-def _check_name(kind: str, name: str, where: str) -> None:
-    valid = _registry_names(kind)
-    if name not in valid:
-        raise GapwatchError(f"{where}: unknown {kind} {name!r}; valid: {', '.join(valid)}")
 
 
 def _apply_override(raw: dict[str, Any], item: str) -> None:
@@ -374,77 +343,26 @@ def _apply_override(raw: dict[str, Any], item: str) -> None:
     node[path[-1]] = value
 
 
-def _one_line_validation(src: str, exc: ValidationError) -> str:
-    parts = []
-    for err in exc.errors():
-        loc = ".".join(str(p) for p in err["loc"]) or "(top level)"
-        msg = err["msg"]
-        if err["type"] == "extra_forbidden":
-            msg = "unknown key (remove it or check its spelling)"
-        elif err["type"] == "missing":
-            msg = "required field missing"
-        parts.append(f"{loc}: {msg}")
-    return f"{src}: " + "; ".join(parts)
-
-
-def parse_sweep_config(raw: Any, src: str = "sweep config") -> SweepConfig:
-    """Validate an already-read mapping (names checked against the registries)."""
+def parse_sweep_config(raw: Any, src: str = "sweep config", text: str | None = None) -> Sweep:
+    """Validate an already-read mapping and expand it into trials (one ``GapwatchError``
+    line for any problem)."""
     if not isinstance(raw, dict):
         raise GapwatchError(f"{src}: expected a mapping of sweep fields at the top level")
     try:
         cfg = SweepConfig.model_validate(raw)
     except ValidationError as exc:
-        raise GapwatchError(_one_line_validation(src, exc)) from None
-    _check_name("environment", cfg.environment, f"{src}: environment")
-    for i, comp in enumerate(cfg.compression):
-        _check_name("codec", comp.codec, f"{src}: compression[{i}].codec")
-    for i, corr in enumerate(cfg.correction):
-        _check_name("correction", corr.name, f"{src}: correction[{i}].name")
-        _check_correction_kwargs(corr, f"{src}: correction[{i}]")
-    _check_rules(cfg.rules, src)
-    specs = expand(cfg)
-    _check_run_configs(specs, src)
-    return cfg
-
-
-def _check_correction_kwargs(corr: Correction, where: str) -> None:
-    from correction import strategies
-
-    for kw in corr.combos():
-        try:
-            strategies.get(corr.name, **kw)
-        except (TypeError, ValueError) as exc:
-            raise GapwatchError(f"{where} {corr.name} {kw}: {' '.join(str(exc).split())}") from None
-
-
-def _check_rules(settings: dict[str, Any], src: str) -> None:
-    from orchestrator import rules
-
+        raise GapwatchError(f"{src}: {describe(exc, SweepConfig)}") from None
     try:
-        rules.build(settings)
-    except (TypeError, ValueError) as exc:
-        raise GapwatchError(f"{src}: rules: {' '.join(str(exc).split())}") from None
+        trials = expand(cfg)
+    except ValueError as exc:
+        raise GapwatchError(f"{src}: {' '.join(str(exc).split())}") from None
+    if text is None:
+        text = yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False)
+    return Sweep(config=cfg, text=text, trials=trials)
 
 
-def _check_run_configs(specs: Sequence[TrialSpec], src: str) -> None:
-    from workers import RunConfig
-
-    seen: set[str] = set()
-    for spec in specs:
-        key = repr(sorted(spec.run.items()))
-        if key in seen:
-            continue
-        seen.add(key)
-        try:
-            RunConfig.from_dict(dict(spec.run))
-        except (TypeError, ValueError) as exc:
-            raise GapwatchError(
-                f"{src}: trial {spec.trial_key}: {' '.join(str(exc).split())}"
-            ) from None
-
-
-def load_sweep_config(path: Path | str, overrides: Sequence[str] = ()) -> tuple[SweepConfig, str]:
-    """Read, override and validate a sweep YAML; returns the config and the YAML text."""
+def load_sweep_config(path: Path | str, overrides: Sequence[str] = ()) -> Sweep:
+    """Read, override, validate and expand a sweep YAML."""
     p = Path(path)
     if not p.exists():
         raise GapwatchError(
@@ -464,14 +382,9 @@ def load_sweep_config(path: Path | str, overrides: Sequence[str] = ()) -> tuple[
             ) from None
         raise GapwatchError(f"{p}: YAML syntax error: {problem}") from None
     if raw is None:
-        raise GapwatchError(
-            f"{p} is empty; it needs at least name, environment, seeds, steps, compression, correction"
-        )
+        raise GapwatchError(f"{p} is empty; it needs at least name, seeds, compression, correction")
     if not isinstance(raw, dict):
         raise GapwatchError(f"{p}: expected a mapping of sweep fields at the top level")
     for item in overrides:
         _apply_override(raw, item)
-    cfg = parse_sweep_config(raw, str(p))
-    if overrides:
-        text = yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False)
-    return cfg, text
+    return parse_sweep_config(raw, str(p), None if overrides else text)

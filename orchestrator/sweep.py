@@ -1,11 +1,12 @@
 """``gapwatch sweep``: run a paired dense/compressed sweep on Ray Tune.
 
 Call ``run_sweep(config_path, db_url=..., address=..., resume=..., overrides=...)``. It
-validates the YAML (``orchestrator.config``), expands it into trial specs (controls
-first), opens the store, starts a local Ray (or joins ``--address``), and runs a
-``tune.Tuner`` over the specs with the ``Monitor`` as stopper and the ``Recorder`` and
-``ProgressTable`` as callbacks (``orchestrator.tune_parts``). At the end it prints one
-line per trial (status, stop rule and step) and the trial-steps used against the budget.
+validates and expands the YAML (``orchestrator.config``), opens the store, starts a local
+Ray (or joins ``--address``), and runs a ``tune.Tuner`` over the trials (controls first)
+with the ``Monitor`` (``orchestrator.monitor``) as stopper and the ``Recorder``
+(``orchestrator.recorder``) and ``ProgressTable`` (``orchestrator.progress``) as
+callbacks. At the end it prints one line per trial as the store has it (status, stop
+rule and step) and the trial-steps used against the budget.
 
 Resume is store-driven: ``--resume`` re-runs exactly the trials whose run is not
 ``completed`` or ``stopped`` in the store (a killed driver leaves them ``running``; an
@@ -22,23 +23,19 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from orchestrator.config import SweepConfig, TrialSpec, expand, load_sweep_config
+from orchestrator import rules
+from orchestrator.config import Sweep, TrialSpec, load_sweep_config
 from orchestrator.console import console
 from orchestrator.errors import GapwatchError
-from orchestrator.tune_parts import (
-    FINISHED,
-    Monitor,
-    ProgressTable,
-    Recorder,
-    SweepState,
-    render_table,
-    trainable,
-)
+from orchestrator.monitor import Monitor
+from orchestrator.progress import ProgressTable, TrialLine, render_table
+from orchestrator.recorder import FINISHED, Recorder
+from orchestrator.trainable import trainable
 
 RAY_RESULTS = Path(".gapwatch") / "ray_results"
 """Where Tune keeps its experiment directories (relative to the working directory)."""
@@ -51,7 +48,8 @@ class SweepOutcome:
     sweep_id: int
     status: str
     """completed | interrupted | failed"""
-    state: SweepState
+    lines: list[TrialLine]
+    """Every trial as the store has it at the end."""
     trial_steps_used: int
     trial_steps_budget: int
     wall_s: float
@@ -150,24 +148,26 @@ def _find_sweep(st: Any, name: str) -> Any | None:
 
 
 def _tuner(
-    cfg: SweepConfig,
+    sweep: Sweep,
     todo: list[TrialSpec],
     monitor: Monitor,
     callbacks: list[Any],
     storage: Path,
+    train_fn: Callable[[dict[str, Any]], None],
 ) -> Any:
     from ray import tune
 
-    resources: dict[str, float] = {"cpu": cfg.resources.cpus}
-    if cfg.resources.gpus > 0:
-        resources["gpu"] = cfg.resources.gpus
+    res = sweep.config.resources
+    resources: dict[str, float] = {"cpu": res.cpus}
+    if res.gpus > 0:
+        resources["gpu"] = res.gpus
     return tune.Tuner(
-        tune.with_resources(trainable, resources),
+        tune.with_resources(train_fn, resources),
         # One grid axis over explicit specs, in order: every control before treatments
         param_space={"spec": tune.grid_search([s.to_dict() for s in todo])},
         tune_config=tune.TuneConfig(num_samples=1, reuse_actors=True),
         run_config=tune.RunConfig(
-            name=f"{cfg.name}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}",
+            name=f"{sweep.config.name}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}",
             storage_path=str(storage.resolve()),
             stop=monitor,
             callbacks=callbacks,
@@ -178,122 +178,137 @@ def _tuner(
     )
 
 
+def stored_lines(st: Any, sweep_id: int, specs: Sequence[TrialSpec]) -> list[TrialLine]:
+    """Every trial as the store has it: status, stop rule and step, latest score and gap."""
+    from correction import names
+
+    runs = {r.trial_id: r for r in st.runs(sweep_id=sweep_id)}
+    latest = st.latest([r.id for r in runs.values()], [names.SCORE_MEAN, names.PROBS_DIFF_MEAN])
+    lines = []
+    for spec in specs:
+        ln = TrialLine.of(spec.to_dict())
+        r = runs.get(spec.trial_key)
+        if r is not None:
+            ln.status, ln.error = r.status, r.error
+            ln.stop_rule, ln.stop_step = r.stop_rule, r.stop_step
+            ln.step = ln.steps_used = int(r.last_step or 0)
+            last = latest.get(r.id, {})
+            ln.score, ln.gap = last.get(names.SCORE_MEAN), last.get(names.PROBS_DIFF_MEAN)
+        lines.append(ln)
+    return lines
+
+
 def execute_sweep(
-    cfg: SweepConfig,
-    config_text: str,
+    sweep: Sweep,
     *,
     db_url: str | None,
     address: str | None,
     resume: bool,
     storage: Path = RAY_RESULTS,
     live: bool = True,
+    train_fn: Callable[[dict[str, Any]], None] = trainable,
 ) -> SweepOutcome:
-    """Run (or resume) the sweep ``cfg`` and record it; the function tests call."""
+    """Run (or resume) ``sweep`` and record it; the function tests call.
+
+    ``train_fn`` is the Tune trainable (the built-in worker's by default; tests wrap it).
+    """
     from store import open_store
 
     t0 = time.monotonic()
+    cfg = sweep.config
     url = db_url or cfg.store
     st = open_store(url)
-    specs = expand(cfg)
     existing = _find_sweep(st, cfg.name)
     if existing is None and resume:
         raise GapwatchError(
             f"no sweep named {cfg.name!r} in the store to resume; run without --resume to start it"
         )
     finished = (
-        {r.trial_id: r for r in st.runs(sweep_id=existing.id) if r.status in FINISHED}
+        {r.trial_id for r in st.runs(sweep_id=existing.id) if r.status in FINISHED}
         if existing is not None
-        else {}
+        else set()
     )
-    needed = any(s.trial_key not in finished for s in specs)
+    todo = [s for s in sweep.trials if s.trial_key not in finished]
     # A finished sweep run again just shows its summary (so `make demo` is idempotent);
     # an unfinished one is only continued on request
-    if existing is not None and not resume and needed:
+    if existing is not None and not resume and todo:
         raise GapwatchError(
             f"sweep {cfg.name!r} is already in the store, unfinished; continue it with "
             f"--resume, or start a new one with --set name=<new name>"
         )
     # Ray first: a cluster that cannot be joined leaves no sweep row behind
-    started = init_ray(address or cfg.ray_address) if needed else False
+    started = init_ray(address or cfg.ray_address) if todo else False
     try:
-        return _run(cfg, config_text, st, url, specs, finished, storage=storage, live=live, t0=t0)
+        sweep_id = st.ensure_sweep(cfg.name, sweep.text)
+        status = "completed"
+        if todo:
+            status = _run(sweep, todo, st, url, sweep_id, storage, live, train_fn)
+        st.set_sweep_status(sweep_id, status)
     finally:
         if started:
             import ray
 
             ray.shutdown()
-
-
-def _run(
-    cfg: SweepConfig,
-    config_text: str,
-    st: Any,
-    url: str | None,
-    specs: list[TrialSpec],
-    finished: dict[str, Any],
-    *,
-    storage: Path,
-    live: bool,
-    t0: float,
-) -> SweepOutcome:
-    sweep_id = st.ensure_sweep(cfg.name, config_text)
-    state = SweepState.of([s.to_dict() for s in specs])
-    # Finished in an earlier run of this sweep: shown with what the store has, not re-run
-    from correction import names
-
-    latest = st.latest([r.id for r in finished.values()], [names.SCORE_MEAN, names.PROBS_DIFF_MEAN])
-    for key, r in finished.items():
-        if key in state.rows:
-            row = state.rows[key]
-            row.status, row.earlier = r.status, True
-            row.stop_rule, row.stop_step = r.stop_rule, r.stop_step
-            row.step = row.steps_used = int(r.last_step or 0)
-            last = latest.get(r.id, {})
-            row.score, row.gap = last.get(names.SCORE_MEAN), last.get(names.PROBS_DIFF_MEAN)
-    todo = [s for s in specs if s.trial_key not in finished]
-    st.set_sweep_status(sweep_id, "running")
-    status = "completed"
-    if todo:
-        recorder = Recorder(url, sweep_id, state)
-        monitor = Monitor(cfg.rules, state, recorder, stopping=cfg.stopping)
-        callbacks: list[Any] = [recorder]
-        table = ProgressTable(state, f"sweep {cfg.name}", cfg.steps) if live else None
-        if table is not None:
-            callbacks.append(table)
-        try:
-            _tuner(cfg, todo, monitor, callbacks, storage).fit()
-        except BaseException:
-            st.set_sweep_status(sweep_id, "interrupted")
-            raise
-        finally:
-            if table is not None:
-                table.close()
-            recorder.flush()
-        if any(state.rows[s.trial_key].status in ("pending", "running") for s in todo):
-            status = "interrupted"
-        elif all(state.rows[s.trial_key].status == "failed" for s in todo):
-            status = "failed"
-    st.set_sweep_status(sweep_id, status)
-    used = sum(r.steps_used for r in state.rows.values())
+    lines = stored_lines(st, sweep_id, sweep.trials)
+    for ln in lines:
+        ln.earlier = ln.trial_key in finished
     return SweepOutcome(
         sweep_id=sweep_id,
         status=status,
-        state=state,
-        trial_steps_used=used,
-        trial_steps_budget=len(specs) * cfg.steps,
+        lines=lines,
+        trial_steps_used=sum(ln.steps_used for ln in lines),
+        trial_steps_budget=len(sweep.trials) * sweep.steps,
         wall_s=time.monotonic() - t0,
     )
 
 
-def print_summary(
-    cfg: SweepConfig, out: SweepOutcome, config_path: Path | str = "<config>"
-) -> None:
+def _run(
+    sweep: Sweep,
+    todo: list[TrialSpec],
+    st: Any,
+    url: str | None,
+    sweep_id: int,
+    storage: Path,
+    live: bool,
+    train_fn: Callable[[dict[str, Any]], None],
+) -> str:
+    """Run the unfinished trials; the sweep's status afterwards."""
+    cfg = sweep.config
+    specs = [s.to_dict() for s in sweep.trials]
+    recorder = Recorder(url, sweep_id, specs)
+    monitor = Monitor(rules.build(cfg.rules), specs, recorder, stopping=cfg.stopping)
+    callbacks: list[Any] = [recorder]
+    table = None
+    if live:
+        lines = stored_lines(st, sweep_id, sweep.trials)
+        for ln in lines:
+            ln.earlier = ln.status in FINISHED
+        table = ProgressTable(lines, recorder, f"sweep {cfg.name}", sweep.steps)
+        callbacks.append(table)  # after the Recorder: it reads how a trial ended from it
+    st.set_sweep_status(sweep_id, "running")
+    try:
+        _tuner(sweep, todo, monitor, callbacks, storage, train_fn).fit()
+    except BaseException:
+        st.set_sweep_status(sweep_id, "interrupted")
+        raise
+    finally:
+        if table is not None:
+            table.close()
+        recorder.flush()
+    ended = [recorder.outcome(s.trial_key).status for s in todo]
+    if any(e == "running" for e in ended):
+        return "interrupted"
+    if all(e == "failed" for e in ended):
+        return "failed"
+    return "completed"
+
+
+def print_summary(sweep: Sweep, out: SweepOutcome, config_path: Path | str = "<config>") -> None:
     """One line per trial and the compute used against the budget."""
     con = console()
-    con.print(render_table(out.state, f"sweep {cfg.name}: {out.status}", cfg.steps))
-    rows = out.state.rows.values()
-    stopped = sum(1 for r in rows if r.status == "stopped")
-    failed = sum(1 for r in rows if r.status == "failed")
+    con.print(render_table(out.lines, f"sweep {sweep.config.name}: {out.status}", sweep.steps))
+    stopped = sum(1 for ln in out.lines if ln.status == "stopped")
+    failed = sum(1 for ln in out.lines if ln.status == "failed")
     line = f"trial-steps used {out.trial_steps_used} of {out.trial_steps_budget}"
     if out.status != "interrupted":
         saved = out.trial_steps_budget - out.trial_steps_used
@@ -312,9 +327,9 @@ def run_sweep(
     overrides: Sequence[str],
 ) -> SweepOutcome:
     """The ``gapwatch sweep`` command: validate, run or resume, record, summarise."""
-    cfg, text = load_sweep_config(config_path, overrides)
-    out = execute_sweep(cfg, text, db_url=db_url, address=address, resume=resume)
-    print_summary(cfg, out, config_path)
+    sweep = load_sweep_config(config_path, overrides)
+    out = execute_sweep(sweep, db_url=db_url, address=address, resume=resume)
+    print_summary(sweep, out, config_path)
     if out.status == "interrupted":
         # Ctrl-C: Tune stopped gracefully and the store is flushed; the CLI exits 130
         raise KeyboardInterrupt

@@ -11,7 +11,7 @@ import yaml
 from typer.testing import CliRunner
 
 from orchestrator.cli import app
-from orchestrator.config import expand, load_sweep_config
+from orchestrator.config import load_sweep_config
 from orchestrator.errors import GapwatchError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -19,7 +19,7 @@ QUICKSTART = ROOT / "examples" / "quickstart.yaml"
 
 GOOD = {
     "name": "t",
-    "environment": "mul",
+    "env": "mul",
     "seeds": [0, 1],
     "steps": 3,
     "compression": [{"codec": "quant", "bits": [2, 3]}],
@@ -53,7 +53,7 @@ def _bad(tmp_path: Path, **change: object) -> str:
 
 def test_unknown_correction_lists_valid(tmp_path: Path) -> None:
     line = _bad(tmp_path, correction=["none", "tiss"])
-    assert "correction[1].name" in line and "'tiss'" in line
+    assert "correction.1.name: unknown correction 'tiss'" in line
     assert "tis" in line.split("valid:")[1] and "icepop" in line
 
 
@@ -63,8 +63,24 @@ def test_unknown_codec_lists_valid(tmp_path: Path) -> None:
 
 
 def test_unknown_environment_lists_valid(tmp_path: Path) -> None:
-    line = _bad(tmp_path, environment="chess")
-    assert "unknown environment 'chess'" in line and "mul" in line.split("valid:")[1]
+    line = _bad(tmp_path, env="chess")
+    assert "unknown env 'chess'" in line and "mul" in line.split("valid:")[1]
+
+
+@pytest.mark.parametrize(
+    ("old", "value", "new"),
+    [
+        ("environment", "mul", "use env"),
+        ("batch_size", 4, "use tasks_per_step"),
+        ("budgets", {"tokens_per_interaction": 64}, "token_budget and max_interactions"),
+        ("worker", {"lr": 1e-4}, "top level or under run:"),
+    ],
+)
+def test_keys_of_the_old_vocabulary_say_their_new_names(
+    tmp_path: Path, old: str, value: object, new: str
+) -> None:
+    line = _bad(tmp_path, **{old: value})
+    assert f"'{old}' is not a sweep key any more" in line and new in line
 
 
 def test_unknown_rule_lists_valid(tmp_path: Path) -> None:
@@ -74,12 +90,12 @@ def test_unknown_rule_lists_valid(tmp_path: Path) -> None:
 
 def test_unknown_rule_parameter(tmp_path: Path) -> None:
     line = _bad(tmp_path, rules={"score_collapse": {"kk": 2}})
-    assert "kk" in line
+    assert "unknown parameter 'kk'; valid: grace, k" in line
 
 
 def test_unknown_key_rejected(tmp_path: Path) -> None:
     line = _bad(tmp_path, stepz=3)
-    assert "stepz" in line and "unknown key" in line
+    assert "unknown key 'stepz'; valid: name, seeds, run" in line
 
 
 def test_wrong_type_and_missing_field(tmp_path: Path) -> None:
@@ -87,14 +103,28 @@ def test_wrong_type_and_missing_field(tmp_path: Path) -> None:
     assert "seeds: required field missing" in _bad(tmp_path, seeds=None)
 
 
-def test_bad_worker_key_validated_by_runconfig(tmp_path: Path) -> None:
-    line = _bad(tmp_path, worker={"learning_rate": 1e-4})
-    assert "learning_rate" in line and "lr" in line
+def test_bad_run_key_validated_by_runconfig(tmp_path: Path) -> None:
+    line = _bad(tmp_path, run={"learning_rate": 1e-4})
+    assert "unknown key 'learning_rate'" in line and "lr" in line.split("valid:")[1]
+
+
+def test_run_fields_at_the_top_level_or_under_run(tmp_path: Path) -> None:
+    from orchestrator.config import parse_sweep_config
+
+    top = parse_sweep_config({**GOOD, "lr": 1e-4})
+    under = parse_sweep_config({**{k: v for k, v in GOOD.items() if k != "steps"},
+                                "run": {"lr": 1e-4, "steps": 3}})  # fmt: skip
+    assert top.config.run == under.config.run == {"env": "mul", "steps": 3, "lr": 1e-4}
+    assert [t.run for t in top.trials] == [t.run for t in under.trials]
+    with pytest.raises(GapwatchError, match="lr set both at the top level and under run"):
+        parse_sweep_config({**GOOD, "lr": 1e-4, "run": {"lr": 1e-3}})
+    with pytest.raises(GapwatchError, match="seed vary per trial"):
+        parse_sweep_config({**GOOD, "run": {"seed": 3}})
 
 
 def test_bad_threshold_name(tmp_path: Path) -> None:
     line = _bad(tmp_path, correction=[{"name": "tis", "Q": 2}])
-    assert "tis" in line and "Q" in line
+    assert "correction 'tis': unknown key 'Q'; valid: C, veto" in line
 
 
 def test_yaml_syntax_error_names_line(tmp_path: Path) -> None:
@@ -130,8 +160,7 @@ def test_console_script_one_line(tmp_path: Path) -> None:
 
 
 def test_expansion_pairs_every_treatment_with_its_seeds_control(tmp_path: Path) -> None:
-    cfg, _ = load_sweep_config(_write(tmp_path, GOOD))
-    specs = expand(cfg)
+    specs = load_sweep_config(_write(tmp_path, GOOD)).trials
     controls = [s for s in specs if s.role == "control"]
     treatments = [s for s in specs if s.role == "treatment"]
     # 2 seeds x (2 bit-widths x (none + tis at 3 C values)) treatments, one control per seed
@@ -141,48 +170,55 @@ def test_expansion_pairs_every_treatment_with_its_seeds_control(tmp_path: Path) 
     by_key = {s.trial_key: s for s in specs}
     assert len(by_key) == len(specs)
     for c in controls:
-        assert c.codec == "none" and c.correction == "none" and c.control_key is None
+        assert c.ident.codec == "none" and c.ident.correction == "none" and c.control_key is None
         assert c.run["compression"] == "none" and c.run["correction"] == "none"
+        assert c.trial_key == f"s{c.seed}-control" and c.run["name"] == c.trial_key
     for t in treatments:
         ctrl = by_key[t.control_key or ""]
         assert ctrl.role == "control" and ctrl.seed == t.seed and ctrl.pair_key == t.pair_key
-        assert t.run["compression"] == "quant" and t.run["compression_kwargs"] == t.codec_kwargs
-        assert t.run["correction_kwargs"] == t.thresholds
+        assert t.run["compression"] == "quant"
+        assert t.run["compression_kwargs"] == t.ident.codec_kwargs
+        assert t.run["correction_kwargs"] == t.ident.thresholds
         assert t.run["seed"] == t.seed and t.run["steps"] == 3
-    cs = sorted(t.thresholds["C"] for t in treatments if t.correction == "tis")
+    cs = sorted(t.ident.thresholds["C"] for t in treatments if t.ident.correction == "tis")
     assert cs == sorted([1.5, 2, 4] * 4)
+    labels = {(t.to_dict()["compression"], t.to_dict()["correction"]) for t in treatments}
+    assert ("quant(bits=2)", "tis(C=1.5)") in labels and ("quant(bits=3)", "none") in labels
+    assert "s0-quant_bits2-tis_C1.5" in by_key
     assert {t.pair_key for t in treatments} == {c.pair_key for c in controls}
 
 
 def test_every_spec_is_a_valid_runconfig(tmp_path: Path) -> None:
     from workers import RunConfig
 
-    cfg, _ = load_sweep_config(QUICKSTART)
-    for s in expand(cfg):
+    for s in load_sweep_config(QUICKSTART).trials:
         rc = RunConfig.from_dict(dict(s.run))
-        assert rc.seed == s.seed and rc.compression == s.codec and rc.correction == s.correction
+        assert rc.seed == s.seed and rc.compression == s.ident.codec
+        assert rc.correction == s.ident.correction and rc.to_dict() == s.run  # resolved
 
 
 def test_quickstart_shape() -> None:
     import workers.config
 
-    cfg, _ = load_sweep_config(QUICKSTART)
+    sweep = load_sweep_config(QUICKSTART)
+    cfg = sweep.config
     quick_codec = getattr(workers.config, "QUICK_CODEC", None)
     if quick_codec is not None:  # the workers' measured collapsing codec
         assert [(c.codec, c.params) for c in cfg.compression] == [quick_codec]
     corr = {c.name for c in cfg.correction}
     assert {"none", "tis", "icepop", "seq_mis"} <= corr
-    assert len(cfg.seeds) == 2 and cfg.steps <= 30
+    assert len(cfg.seeds) == 2 and sweep.steps <= 30
     assert all(c.codec != "none" for c in cfg.compression)
 
 
 def test_overrides_apply_before_validation(tmp_path: Path) -> None:
-    cfg, text = load_sweep_config(
-        _write(tmp_path, GOOD), ["steps=7", "worker.lr=0.0001", "name=other", "stopping=false"]
+    sweep = load_sweep_config(
+        _write(tmp_path, GOOD), ["steps=7", "run.lr=0.0001", "name=other", "stopping=false"]
     )
-    assert cfg.steps == 7 and cfg.worker == {"lr": 0.0001} and cfg.name == "other"
+    cfg = sweep.config
+    assert sweep.steps == 7 and cfg.run["lr"] == 0.0001 and cfg.name == "other"
     assert cfg.stopping is False
-    assert yaml.safe_load(text)["steps"] == 7
+    assert yaml.safe_load(sweep.text)["run"]["steps"] == 7
     with pytest.raises(GapwatchError, match="stepz"):
         load_sweep_config(_write(tmp_path, GOOD), ["stepz=7"])
 
@@ -190,10 +226,10 @@ def test_overrides_apply_before_validation(tmp_path: Path) -> None:
 def test_gpu_resources_put_the_worker_on_cuda(tmp_path: Path) -> None:
     from orchestrator.config import parse_sweep_config
 
-    cfg = parse_sweep_config({**GOOD, "resources": {"cpus": 1, "gpus": 0.5}})
-    assert {s.run["device"] for s in expand(cfg)} == {"cuda"}
+    sweep = parse_sweep_config({**GOOD, "resources": {"cpus": 1, "gpus": 0.5}})
+    assert {s.run["device"] for s in sweep.trials} == {"cuda"}
     cpu = parse_sweep_config(GOOD)
-    assert all("device" not in s.run for s in expand(cpu))
+    assert {s.run["device"] for s in cpu.trials} == {"cpu"}
     with pytest.raises(GapwatchError, match="resources.gpus"):
         parse_sweep_config({**GOOD, "resources": {"gpus": -1}})
 
@@ -204,6 +240,5 @@ def test_gpu_resources_put_the_worker_on_cuda(tmp_path: Path) -> None:
     ids=lambda p: p.name,
 )
 def test_every_example_sweep_validates(path: Path) -> None:
-    cfg, _ = load_sweep_config(path)
-    specs = expand(cfg)
-    assert sum(s.role == "control" for s in specs) == len(cfg.seeds)
+    sweep = load_sweep_config(path)
+    assert sum(s.role == "control" for s in sweep.trials) == len(sweep.config.seeds)

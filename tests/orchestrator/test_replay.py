@@ -85,7 +85,7 @@ def test_cli_malformed_line_is_one_error_line(tmp_path: Path) -> None:
 
 
 def test_unknown_rule_lists_valid_ones() -> None:
-    with pytest.raises(ValueError, match="unknown rule 'nope'; valid rules: constant_advantage"):
+    with pytest.raises(ValueError, match="unknown rule 'nope'; valid: constant_advantage"):
         replay_cli(
             LOGS / "seed_dense.jsonl",
             control=None,

@@ -96,9 +96,9 @@ def test_registry_names_and_metrics() -> None:
     assert rules.get("constant_advantage").can_feed({N.SCORE_MIN, N.SCORE_MAX})
     assert not rules.get("constant_advantage").can_feed({N.SCORE_MIN})
     assert rules.needs_control("gap_vs_control") and not rules.needs_control("score_collapse")
-    with pytest.raises(ValueError, match="valid rules: constant_advantage"):
+    with pytest.raises(ValueError, match="unknown rule 'nope'; valid: constant_advantage"):
         rules.get("nope")
-    with pytest.raises(ValueError, match="valid parameters: grace, k, floor"):
+    with pytest.raises(ValueError, match="unknown parameter 'kk'; valid: grace, k, floor"):
         rules.get("score_collapse", kk=1)
     with pytest.raises(ValueError, match="registered twice"):
         rules.register("score_collapse")(type(rules.get("score_collapse")))
@@ -107,15 +107,20 @@ def test_registry_names_and_metrics() -> None:
 @pytest.mark.parametrize(
     ("name", "params", "match"),
     [
-        ("score_collapse", {"k": 0}, "k must be >= 1"),
-        ("score_collapse", {"k": 1.5}, "k must be int"),
-        ("score_collapse", {"floor": "x"}, "floor must be float or null"),
-        ("score_collapse", {"grace": -1}, "grace must be >= 0"),
-        ("score_collapse", {"floor": math.nan}, "floor must be a finite number"),
-        ("constant_advantage", {"frac": None}, "frac may not be null"),
-        ("length_runaway", {"clip_level": 1.5}, "clip_level must be in"),
-        ("post_tool_tail_growth", {"factor": 1.0}, "factor must be > 1"),
-        ("ess_collapse", {"floor": 0.0}, "floor must be in"),
+        ("score_collapse", {"k": 0}, "k: Input should be greater than or equal to 1"),
+        ("score_collapse", {"k": 1.5}, "k: Input should be a valid integer"),
+        ("score_collapse", {"floor": "x"}, "floor: Input should be a valid number"),
+        ("score_collapse", {"grace": -1}, "grace: Input should be greater than or equal to 0"),
+        ("score_collapse", {"floor": math.nan}, "floor: expected a finite number"),
+        ("score_collapse", {"k": True}, "k: expected a number, got true"),
+        ("constant_advantage", {"frac": None}, "frac: Input should be a valid number"),
+        (
+            "length_runaway",
+            {"clip_level": 1.5},
+            "clip_level: Input should be less than or equal to 1",
+        ),
+        ("post_tool_tail_growth", {"factor": 1.0}, "factor: Input should be greater than 1"),
+        ("ess_collapse", {"floor": 0.0}, "floor: Input should be greater than 0"),
     ],
 )
 def test_bad_params_one_clear_error(name: str, params: dict[str, Any], match: str) -> None:
@@ -373,12 +378,12 @@ def test_build_from_yaml_settings() -> None:
     assert sc.params()["k"] == 3
     assert rules.build({"score_collapse": None}).names() == rules.names()
     for bad, match in [
-        ({"nope": {}}, "unknown rule 'nope'; valid rules: constant_advantage"),
-        ({"score_collapse": {"kk": 1}}, "unknown parameter"),
+        ({"nope": {}}, "unknown rule 'nope'; valid: constant_advantage"),
+        ({"score_collapse": {"kk": 1}}, "unknown parameter 'kk'; valid: grace, k"),
         ({"score_collapse": {"enabled": "no"}}, "enabled must be true or false"),
         ({"score_collapse": 3}, "must be a mapping"),
         (["score_collapse"], "must be a mapping"),
-        ({"ess_collapse": {"enabled": False, "floor": 2.0}}, "floor must be in"),
+        ({"ess_collapse": {"enabled": False, "floor": 2.0}}, "floor: Input should be less than"),
     ]:
         with pytest.raises(ValueError, match=match):
             rules.build(bad)  # type: ignore[arg-type]
@@ -400,7 +405,7 @@ def test_ruleset_stops_first_and_selects() -> None:
     ]
     assert rs.first_stop(hist, ctl) == ds[0]
     assert rs.select(["score_collapse"]).names() == ["score_collapse"]
-    with pytest.raises(ValueError, match="valid rules"):
+    with pytest.raises(ValueError, match="unknown rule 'nope'; valid: "):
         rs.select(["nope"])
     with pytest.raises(ValueError, match="disabled"):
         rules.build({"score_collapse": {"enabled": False}}).select(["score_collapse"])

@@ -4,28 +4,52 @@ One seed: the dense control, a 2-bit treatment without correction and one with t
 stop is forced with a rule threshold that trips on the real run's figures: only
 ``ess_collapse`` is on, with floor 0.95 from step 2 and no baseline condition (the
 treatments' measured post-tool ESS is 0.2-0.8, the bf16 dense control's 0.999+). The
-tis treatment is made to crash after step 1 (``GAPWATCH_FAULT_INJECT``) and must be
-recorded failed while the rest finish.
+tis treatment is made to crash after step 1 (by a wrapper trainable that lives here, not
+in the package) and must be recorded failed while the rest finish.
 """
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from orchestrator.config import parse_sweep_config
 from orchestrator.sweep import execute_sweep
-from orchestrator.tune_parts import FAULT_ENV
+from orchestrator.trainable import Step, report_steps
 from store import open_store
+
+CRASHING = "s0-quant_bits2-tis_C2"
+
+
+def _crash_after(steps: Iterator[Step], at: int, key: str) -> Iterator[Step]:
+    for res in steps:
+        yield res
+        if res.step == at:
+            raise RuntimeError(f"injected fault in trial {key} after step {at}")
+
+
+def faulty_trainable(config: dict[str, Any]) -> None:
+    """The built-in trainable, with trial ``CRASHING`` raising after its first step."""
+    from workers import RunConfig, train
+
+    spec = config["spec"]
+    steps = train(RunConfig.from_dict(dict(spec["run"])))
+    if spec["trial_key"] == CRASHING:
+        steps = _crash_after(steps, 1, CRASHING)
+    report_steps(spec["trial_key"], steps)
+
 
 OFF = {"enabled": False}
 CFG = {
     "name": "ci",
-    "environment": "mul",
+    "env": "mul",
     "seeds": [0],
     "steps": 4,
-    "batch_size": 4,
+    "tasks_per_step": 4,
     "group_size": 4,
     "compression": [{"codec": "quant", "bits": 2}],
     "correction": ["none", "tis"],
@@ -42,29 +66,27 @@ CFG = {
 
 @pytest.mark.slow
 def test_real_sweep_records_pairs_stops_treatment_and_survives_a_crash(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    import ray
+    import ray.cloudpickle
 
-    # A Ray left running by an earlier test would not see the fault variable: start afresh
-    if ray.is_initialized():
-        ray.shutdown()
-    monkeypatch.setenv(FAULT_ENV, "s0-quant_bits2-tis@1")
+    # Ray workers get this test's trainable by value (this module is not importable there)
+    ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
     url = f"sqlite:///{tmp_path}/sweep.db"
-    cfg = parse_sweep_config(CFG)
     out = execute_sweep(
-        cfg, "ci config", db_url=url, address=None, resume=False, storage=tmp_path / "ray"
+        parse_sweep_config(CFG),
+        db_url=url,
+        address=None,
+        resume=False,
+        storage=tmp_path / "ray",
+        train_fn=faulty_trainable,
     )
     assert out.status == "completed"
 
     st = open_store(url)
     runs = {r.trial_id: r for r in st.runs(sweep_id=out.sweep_id)}
-    assert set(runs) == {"s0-control", "s0-quant_bits2-none", "s0-quant_bits2-tis"}
-    ctrl, treat, crashed = (
-        runs["s0-control"],
-        runs["s0-quant_bits2-none"],
-        runs["s0-quant_bits2-tis"],
-    )
+    assert set(runs) == {"s0-control", "s0-quant_bits2-none", CRASHING}
+    ctrl, treat, crashed = runs["s0-control"], runs["s0-quant_bits2-none"], runs[CRASHING]
     # Pairing is recorded
     assert ctrl.role == "control" and treat.role == "treatment"
     assert ctrl.pair_key == treat.pair_key == crashed.pair_key
@@ -102,4 +124,4 @@ def test_real_sweep_records_pairs_stops_treatment_and_survives_a_crash(
     assert "start s0-control (control, none, none)" in shown
     assert "end   s0-control: completed at step 4/4" in shown
     assert "end   s0-quant_bits2-none: stopped: ess_collapse @ 2 at step 2/4" in shown
-    assert "end   s0-quant_bits2-tis: failed: " in shown and "injected fault" in shown
+    assert f"end   {CRASHING}: failed: " in shown and "injected fault" in shown

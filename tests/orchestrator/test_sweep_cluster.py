@@ -26,10 +26,10 @@ from store import open_store
 BIN = Path(sys.executable).parent
 CFG = {
     "name": "joined",
-    "environment": "mul",
+    "env": "mul",
     "seeds": [0],
     "steps": 2,
-    "batch_size": 2,
+    "tasks_per_step": 2,
     "group_size": 2,
     "compression": [{"codec": "quant", "bits": 2}],
     "correction": ["none"],

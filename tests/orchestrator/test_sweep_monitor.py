@@ -1,4 +1,5 @@
-"""Monitor and Recorder on the driver, without Ray: pickling, control history, decisions."""
+"""Monitor and Recorder on the driver, without a Ray cluster: pickling, control history,
+decisions, and how a run's end is read back from the store."""
 
 from __future__ import annotations
 
@@ -12,21 +13,17 @@ import psycopg
 import pytest
 
 from correction import names
+from orchestrator import rules
 from orchestrator.config import parse_sweep_config
-from orchestrator.tune_parts import (
-    METRICS_KEY,
-    STEP_KEY,
-    TRIAL_KEY,
-    Monitor,
-    ProgressTable,
-    Recorder,
-    SweepState,
-)
+from orchestrator.monitor import Monitor
+from orchestrator.progress import ProgressTable, TrialLine
+from orchestrator.recorder import Recorder
+from orchestrator.trainable import METRICS_KEY, STEP_KEY, TRIAL_KEY
 from store import open_store
 
 CFG = {
     "name": "mon",
-    "environment": "mul",
+    "env": "mul",
     "seeds": [0],
     "steps": 6,
     "compression": [{"codec": "quant", "bits": 2}],
@@ -44,6 +41,7 @@ RULES = {
         "post_tool_tail_growth",
     )
 } | {"score_collapse": {"k": 1, "grace": 1, "floor": None, "control_margin": 0.3}}
+TREAT = "s0-quant_bits2-none"
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
@@ -64,80 +62,108 @@ def url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
 
 
 def _specs() -> list[dict[str, Any]]:
-    from orchestrator.config import expand
-
-    return [s.to_dict() for s in expand(parse_sweep_config(CFG))]
+    return [s.to_dict() for s in parse_sweep_config(CFG).trials]
 
 
 def _result(key: str, step: int, score: float) -> dict[str, Any]:
     return {TRIAL_KEY: key, STEP_KEY: step, METRICS_KEY: {names.SCORE_MEAN: score}}
 
 
+def _monitor(rec: Recorder | None, **kw: Any) -> Monitor:
+    return Monitor(rules.build(RULES), _specs(), rec, **kw)
+
+
+class _Trial:
+    """What the Recorder reads of a Tune trial: its config's spec (a seam; the real Tune
+    path is tests/orchestrator/test_sweep.py)."""
+
+    def __init__(self, key: str) -> None:
+        self.config = {"spec": {"trial_key": key}}
+
+
 def test_monitor_pickle_round_trip(tmp_path: Path) -> None:
     specs = _specs()
-    state = SweepState.of(specs)
-    rec = Recorder(f"sqlite:///{tmp_path}/p.db", 1, state)
-    mon = Monitor(RULES, state, rec)
+    rec = Recorder(f"sqlite:///{tmp_path}/p.db", 1, specs)
+    mon = _monitor(rec)
     mon("tid0", _result("s0-control", 1, 0.5))
-    _ = mon.ruleset  # built, holds no unpicklable state either way
-    table = ProgressTable(state, "t", 6)
+    table = ProgressTable([TrialLine.of(s) for s in specs], rec, "t", 6)
     back = pickle.loads(pickle.dumps([mon, rec, table]))
-    mon2, rec2, _table2 = back
-    assert mon2.history == mon.history and mon2.rule_settings == RULES
-    # The shared state stays shared after the round trip (one pickle, one object graph)
-    assert mon2.state is rec2.state and mon2.recorder is rec2
+    mon2, rec2, table2 = back
+    assert mon2.ruleset == mon.ruleset and mon2.followed["s0-control"].watcher.last_step == 1
+    # One pickle, one object graph: the Monitor and the table still talk to the Recorder
+    assert mon2.recorder is rec2 and table2.recorder is rec2
     # and the copy still works: it decides on new results
     assert mon2("tid0", _result("s0-control", 2, 0.5)) is False
-    assert [h["step"] for h in mon2.history["s0-control"]] == [1, 2]
+    assert mon2.followed["s0-control"].watcher.last_step == 2
 
 
 def test_monitor_reads_control_history_from_store(url: str) -> None:
-    """The control ran before (another driver): its stored history feeds the margin test."""
+    """The control ran before (another driver): its stored history feeds the margin test,
+    and the run's end is read back from the stored stop decision."""
     st = open_store(url)
     sweep_id = st.ensure_sweep("mon", "")
-    specs = _specs()
-    state = SweepState.of(specs)
-    rec = Recorder(url, sweep_id, state)
-    ctrl_run = rec._run_id("s0-control")
+    rec = Recorder(url, sweep_id, _specs())
+    ctrl_run = rec.run_id("s0-control")
     assert ctrl_run is not None
     st.write_steps(ctrl_run, [(s, {names.SCORE_MEAN: 0.6}, {}) for s in range(1, 7)])
 
-    mon = Monitor(RULES, state, rec)
-    treat = "s0-quant_bits2-none"
-    assert mon("t1", _result(treat, 1, 0.55)) is False  # grace
-    assert mon("t1", _result(treat, 2, 0.5)) is False  # 0.1 below the control: fine
-    assert mon("t1", _result(treat, 3, 0.1)) is True  # 0.5 below: stop
-    assert state.rows[treat].stop_rule == "score_collapse" and state.rows[treat].stop_step == 3
-    rec.flush()
-    treat_run = rec.run_ids[treat]
+    mon = _monitor(rec)
+    assert mon("t1", _result(TREAT, 1, 0.55)) is False  # grace
+    assert mon("t1", _result(TREAT, 2, 0.5)) is False  # 0.1 below the control: fine
+    assert mon("t1", _result(TREAT, 3, 0.1)) is True  # 0.5 below: stop
+    stop = mon.first_stop(TREAT)
+    assert stop is not None and (stop.rule, stop.step) == ("score_collapse", 3)
+    rec.on_trial_complete(0, [], _Trial(TREAT))
+    out = rec.outcome(TREAT)
+    assert (out.status, out.stop_rule, out.stop_step) == ("stopped", "score_collapse", 3)
+    treat_run = rec.run_ids[TREAT]
+    assert st.run(treat_run).status == "stopped" and st.run(treat_run).stop_step == 3
     ds = st.decisions(run_id=treat_run)
     assert [(d.step, d.rule, d.action) for d in ds] == [(3, "score_collapse", "stop")]
     # The evidence names the control's figure it compared with
-    assert any("control" in k for k in ds[0].evidence), ds[0].evidence
+    assert ds[0].evidence["control_score"] == 0.6, ds[0].evidence
+
+
+def test_a_live_control_feeds_its_treatments_and_nothing_is_kept_whole(tmp_path: Path) -> None:
+    """Control and treatment report in this driver in lock step (as a sweep runs them)."""
+    url = f"sqlite:///{tmp_path}/live.db"
+    st = open_store(url)
+    rec = Recorder(url, st.ensure_sweep("mon", ""), _specs(), flush_every=1000)
+    mon = _monitor(rec)
+    stopped_at = None
+    for step in range(1, 400):
+        assert mon("c", _result("s0-control", step, 0.6)) is False
+        if mon("t", _result(TREAT, step, 0.6 if step < 300 else 0.2)):
+            stopped_at = step
+            break
+    assert stopped_at == 300
+    # bounded: the treatment's view of the control holds no step it has passed
+    view = mon.followed[TREAT].watcher._control
+    assert len(view._at) <= 1
 
 
 def test_monitor_without_stopping_never_stops(tmp_path: Path) -> None:
-    state = SweepState.of(_specs())
-    mon = Monitor(RULES, state, None, stopping=False)
+    mon = _monitor(None, stopping=False)
     for step in range(1, 6):
-        assert mon("t", _result("s0-quant_bits2-none", step, -1.0)) is False
-    assert state.rows["s0-quant_bits2-none"].stop_rule is None
+        assert mon("t", _result(TREAT, step, -1.0)) is False
+    assert mon.first_stop(TREAT) is None
 
 
 def test_restarted_trial_history_starts_over(tmp_path: Path) -> None:
-    state = SweepState.of(_specs())
-    mon = Monitor(RULES, state, None)
+    mon = _monitor(None)
     for step in (1, 2, 3):
         mon("t", _result("s0-control", step, 0.5))
+    first = mon.followed["s0-control"].watcher
     mon("t", _result("s0-control", 1, 0.4))
-    assert [h["step"] for h in mon.history["s0-control"]] == [1]
+    again = mon.followed["s0-control"].watcher
+    assert again is not first and again.last_step == 1
 
 
 def test_last_result_sent_twice_keeps_history() -> None:
-    """Tune re-sends a finished trial's last result; a control's history must stay whole."""
-    state = SweepState.of(_specs())
-    mon = Monitor(RULES, state, None)
+    """Tune re-sends a finished trial's last result; nothing is judged twice."""
+    mon = _monitor(None)
     for step in (1, 2, 3):
         mon("t", _result("s0-control", step, 0.5))
+    w = mon.followed["s0-control"].watcher
     assert mon("t", _result("s0-control", 3, 0.5)) is False
-    assert [h["step"] for h in mon.history["s0-control"]] == [1, 2, 3]
+    assert mon.followed["s0-control"].watcher is w and w.last_step == 3

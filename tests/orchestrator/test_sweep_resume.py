@@ -25,10 +25,10 @@ BIN = Path(sys.executable).parent
 STEPS = 5
 CFG = {
     "name": "resumable",
-    "environment": "mul",
+    "env": "mul",
     "seeds": [0],
     "steps": STEPS,
-    "batch_size": 2,
+    "tasks_per_step": 2,
     "group_size": 2,
     "compression": [{"codec": "quant", "bits": 2}],
     "correction": ["none", "tis"],
@@ -94,7 +94,7 @@ def test_resume_after_sigkill_has_no_duplicate_or_missing_step(tmp_path: Path) -
     assert second.returncode == 0, out[-3000:]
 
     after = {r.trial_id: r for r in st.runs()}
-    assert set(after) == {"s0-control", "s0-quant_bits2-none", "s0-quant_bits2-tis"}
+    assert set(after) == {"s0-control", "s0-quant_bits2-none", "s0-quant_bits2-tis_C2"}
     for key, r in after.items():
         assert r.status == "completed", (key, r.status, r.error)
         hist = st.history(r.id)

@@ -1,0 +1,127 @@
+"""The Monitor: a sweep's stop rules on the driver (a Ray Tune ``Stopper``).
+
+Each trial is followed by one ``rules.Watcher`` (bounded state, whatever the number of
+steps). A treatment's watcher also sees its paired control's steps: as the control's
+results arrive in this driver, or, where the control ran elsewhere or earlier (a resumed
+sweep), from the store, read when the watcher starts and again whenever the treatment has
+got ahead of what is known (at most every ``control_refresh_s``). Every new warn/stop
+decision goes to the Recorder, which stores it; a stop decision makes ``__call__`` return
+True, and Tune ends that trial.
+
+Not here: the rules (``orchestrator.rules``), writing (``orchestrator.recorder``).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ray.tune import Stopper
+
+from orchestrator.rules import Decision, RuleSet, Watcher
+from orchestrator.tracked import ControlFeed
+from orchestrator.trainable import unpack
+
+if TYPE_CHECKING:
+    from orchestrator.recorder import Recorder
+
+
+@dataclass
+class Followed:
+    """One trial as the Monitor follows it."""
+
+    watcher: Watcher
+    control_key: str | None
+    control: ControlFeed | None
+    """Its control's steps from the store (None: a control, or no store)."""
+
+
+class Monitor(Stopper):
+    """Apply the stop rules to every result; True stops that trial.
+
+    ``specs`` are the trials' ``TrialSpec.to_dict()`` (for each treatment's control key).
+    """
+
+    def __init__(
+        self,
+        ruleset: RuleSet,
+        specs: Sequence[Mapping[str, Any]],
+        recorder: Recorder | None = None,
+        *,
+        stopping: bool = True,
+        control_refresh_s: float = 2.0,
+    ) -> None:
+        self.ruleset = ruleset
+        self.control_of = {str(s["trial_key"]): s.get("control_key") for s in specs}
+        self.recorder = recorder
+        self.stopping = stopping
+        self.control_refresh_s = control_refresh_s
+        self.followed: dict[str, Followed] = {}
+        self._treatments_of: defaultdict[str, list[str]] = defaultdict(list)
+
+    def __call__(self, trial_id: str, result: dict[str, Any]) -> bool:
+        rep = unpack(result)
+        # A result without our keys (Tune's own bookkeeping) decides nothing
+        if rep is None or not self.stopping:
+            return False
+        f = self.followed.get(rep.key)
+        last = None if f is None else f.watcher.last_step
+        # Tune hands a finished trial's last result over once more: nothing new
+        if last is not None and rep.step == last:
+            return False
+        # A trial restarted from scratch re-sends early steps: its rules start over
+        if f is None or (last is not None and rep.step < last):
+            f = self._follow(rep.key)
+        row = {"step": rep.step, **rep.metrics}
+        self._feed_control(rep.key, f, rep.step)
+        stop = self._judge(rep.key, f, row)
+        self._pass_to_treatments(rep.key, row)
+        return stop
+
+    def _follow(self, key: str) -> Followed:
+        ck, feed = self.control_of.get(key), None
+        if ck is not None and self.recorder is not None:
+            rec = self.recorder
+            feed = ControlFeed(
+                lambda after, until, names: rec.stored_history(
+                    ck, after=after, until=until, names=names
+                ),
+                self.control_refresh_s,
+            )
+        f = Followed(self.ruleset.watch(), ck, feed)
+        self.followed[key] = f
+        if f.control_key is not None and key not in self._treatments_of[f.control_key]:
+            self._treatments_of[f.control_key].append(key)
+        return f
+
+    def _judge(self, key: str, f: Followed, row: dict[str, Any]) -> bool:
+        new = f.watcher.step(row)
+        if self.recorder is not None:
+            for d in new:
+                self.recorder.add_decision(key, d)
+        return bool(new) and new[0].action == "stop"
+
+    def _pass_to_treatments(self, key: str, row: dict[str, Any]) -> None:
+        """A control's step goes to the watchers of its treatments running here."""
+        for t in self._treatments_of.get(key, ()):
+            f = self.followed[t]
+            if f.control is not None:
+                f.control.live = True
+                f.control.give(f.watcher, row)
+            else:
+                f.watcher.control(row)
+
+    def _feed_control(self, key: str, f: Followed, step: int) -> None:
+        """Catch the watcher up on its control's stored steps (see ``ControlFeed``)."""
+        if f.control is not None:
+            f.control.catch_up(f.watcher, step)
+
+    def first_stop(self, key: str) -> Decision | None:
+        """The stop decision that ended trial ``key`` in this driver, if any."""
+        f = self.followed.get(key)
+        return None if f is None else f.watcher.first_stop
+
+    def stop_all(self) -> bool:
+        return False

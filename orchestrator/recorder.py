@@ -1,0 +1,251 @@
+"""The Recorder: during a sweep, the store's one writer (a Ray Tune ``Callback``).
+
+It creates each trial's run row (keys and labels from the trial's identity), buffers the
+steps Tune hands over and writes them in batches (callbacks block every trial: it flushes
+every few results or every second, and at a trial's end), writes the decisions the
+Monitor sends it, and sets each run's status when its trial ends. How a run ended is read
+from what was stored: a run with a stored ``stop`` decision is ``stopped`` by its first
+one, a trial that raised is ``failed`` with its error's last line, any other ``completed``.
+
+Not here: deciding anything (``orchestrator.monitor``), showing progress
+(``orchestrator.progress``, which asks :meth:`Recorder.outcome`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ray.tune import Callback
+
+from orchestrator.trainable import unpack
+
+if TYPE_CHECKING:
+    from orchestrator.rules import Decision
+    from store import Store
+
+FINISHED = ("completed", "stopped")
+"""Run statuses a resume does not re-run."""
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """How a run ended, as the store says."""
+
+    status: str
+    """running | completed | stopped | failed."""
+    stop_rule: str | None = None
+    stop_step: int | None = None
+    error: str | None = None
+
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*m|\[[0-9;]*m")
+
+
+def error_line(trial: Any) -> str:
+    """The last meaningful line of a trial's error (e.g. ``RuntimeError: boom``)."""
+    text = ""
+    path = getattr(trial, "error_file", None)
+    if path and os.path.exists(path):
+        with open(path, errors="replace") as f:
+            text = f.read()
+    if not text:
+        try:
+            text = trial.get_error() or ""
+        except Exception:  # noqa: BLE001 - reading Tune's error file is best effort
+            text = ""
+    lines = [_ANSI.sub("", ln).strip() for ln in str(text).splitlines()]
+    lines = [ln for ln in lines if ln and not ln.startswith(("Failure #", "File ", "^", "~"))]
+    for ln in reversed(lines):
+        if re.match(r"^[\w.]+(Error|Exception|Interrupt|Exit)\b.*:", ln):
+            return ln[:500]
+    return (lines[-1] if lines else "trial failed (Ray gave no error text)")[:500]
+
+
+def key_of(trial: Any) -> str:
+    """The trial key of a Tune trial (from its config's spec)."""
+    return str(trial.config["spec"]["trial_key"])
+
+
+Buffered = tuple[int, dict[str, float], dict[str, Any]]
+
+
+class Recorder(Callback):
+    """The store's one writer during a sweep: runs, steps (in batches), decisions, status.
+
+    ``specs`` are the trials' ``TrialSpec.to_dict()`` (plain data; what the run rows say).
+    """
+
+    def __init__(
+        self,
+        db_url: str | None,
+        sweep_id: int,
+        specs: Sequence[Mapping[str, Any]],
+        *,
+        flush_every: int = 5,
+        flush_seconds: float = 1.0,
+    ) -> None:
+        self.db_url = db_url
+        self.sweep_id = sweep_id
+        self.specs = {str(s["trial_key"]): dict(s) for s in specs}
+        self.flush_every = flush_every
+        self.flush_seconds = flush_seconds
+        self.run_ids: dict[str, int] = {}
+        self.outcomes: dict[str, Outcome] = {}
+        """How each trial that ended in this driver ended (read back from the store)."""
+        self._steps: defaultdict[str, list[Buffered]] = defaultdict(list)
+        self._decisions: defaultdict[str, list[Decision]] = defaultdict(list)
+        self._buffered = 0
+        self._last_flush = time.monotonic()
+        self._store: Store | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        d = self.__dict__.copy()
+        d["_store"] = None  # an engine does not pickle; reopened on first use
+        return d
+
+    @property
+    def store(self) -> Store:
+        if self._store is None:
+            from store import open_store
+
+            self._store = open_store(self.db_url)
+        return self._store
+
+    # --- what the Monitor calls
+    def add_decision(self, key: str, decision: Decision) -> None:
+        """Record a warn/stop decision about trial ``key`` (written with its steps)."""
+        self._decisions[key].append(decision)
+
+    def stored_history(
+        self, key: str, *, after: int, until: int, names: Sequence[str] | None = None
+    ) -> list[dict[str, Any]]:
+        """A trial's stored steps in (``after``, ``until``] (only ``names``), what is
+        buffered written first; empty if the trial has no run row yet."""
+        if self._steps.get(key) or self._decisions.get(key):
+            self.flush(key)
+        run_id = self.run_id(key, create=False)
+        if run_id is None:
+            return []
+        return self.store.history(run_id, after=after, until=until, names=names)
+
+    # --- run rows
+    def run_id(self, key: str, *, create: bool = True) -> int | None:
+        """The run row of trial ``key`` (created with its identity's labels if new)."""
+        if key in self.run_ids:
+            return self.run_ids[key]
+        if not create:
+            for r in self.store.runs(sweep_id=self.sweep_id):
+                if r.trial_id == key:
+                    self.run_ids[key] = int(r.id)
+                    return int(r.id)
+            return None
+        spec = self.specs[key]
+        run_id = self.store.ensure_run(
+            self.sweep_id,
+            key,
+            role=spec["role"],
+            pair_key=spec["pair_key"],
+            seed=spec["seed"],
+            compression=spec["compression"],
+            correction=spec["correction"],
+            config=spec["run"],
+            status="running",
+        )
+        self.run_ids[key] = run_id
+        return run_id
+
+    def outcome(self, key: str) -> Outcome:
+        """How trial ``key`` ended in this driver (``running`` while it runs)."""
+        return self.outcomes.get(key, Outcome("running"))
+
+    # --- buffering
+    def flush(self, key: str | None = None) -> None:
+        """Write what is buffered (for one trial, or all)."""
+        keys = [key] if key is not None else sorted(set(self._steps) | set(self._decisions))
+        for k in keys:
+            steps = self._steps.pop(k, [])
+            decisions = self._decisions.pop(k, [])
+            self._buffered -= len(steps)
+            if not steps and not decisions:
+                continue
+            run_id = self.run_id(k)
+            assert run_id is not None
+            if steps:
+                self.store.write_steps(run_id, steps)
+            for d in decisions:
+                self.store.write_decision(
+                    run_id, int(d.step), str(d.rule), str(d.action), dict(d.evidence)
+                )
+        if key is None:
+            self._last_flush = time.monotonic()
+
+    def _maybe_flush(self) -> None:
+        if self._buffered >= self.flush_every or (
+            self._buffered and time.monotonic() - self._last_flush >= self.flush_seconds
+        ):
+            self.flush()
+
+    def _end(self, key: str, outcome: Outcome) -> None:
+        run_id = self.run_id(key)
+        assert run_id is not None
+        self.store.set_run_status(
+            run_id,
+            outcome.status,
+            stop_rule=outcome.stop_rule,
+            stop_step=outcome.stop_step,
+            error=outcome.error,
+        )
+        self.outcomes[key] = outcome
+
+    # --- Tune's hooks
+    def on_trial_start(self, iteration: int, trials: list[Any], trial: Any, **info: Any) -> None:
+        key = key_of(trial)
+        run_id = self.run_id(key)
+        assert run_id is not None
+        self.outcomes.pop(key, None)
+        # A trial (re)starts from step 1: what an earlier attempt stored goes, so a shorter
+        # rerun leaves no stale tail and nothing is counted twice
+        self._buffered -= len(self._steps.pop(key, []))
+        self._decisions.pop(key, None)
+        if self.store.run(run_id).last_step is not None:
+            self.store.delete_run_data(run_id)
+        self.store.set_run_status(run_id, "running")
+
+    def on_trial_result(
+        self, iteration: int, trials: list[Any], trial: Any, result: dict[str, Any], **info: Any
+    ) -> None:
+        rep = unpack(result)
+        if rep is None:
+            return
+        self._steps[rep.key].append((rep.step, rep.metrics, json.loads(rep.dists_json)))
+        self._buffered += 1
+        self._maybe_flush()
+
+    def on_step_end(self, iteration: int, trials: list[Any], **info: Any) -> None:
+        self._maybe_flush()
+
+    def on_trial_complete(self, iteration: int, trials: list[Any], trial: Any, **info: Any) -> None:
+        key = key_of(trial)
+        self.flush(key)
+        run_id = self.run_id(key)
+        assert run_id is not None
+        stops = [d for d in self.store.decisions(run_id=run_id) if d.action == "stop"]
+        if stops:
+            self._end(key, Outcome("stopped", stop_rule=stops[0].rule, stop_step=stops[0].step))
+        else:
+            self._end(key, Outcome("completed"))
+
+    def on_trial_error(self, iteration: int, trials: list[Any], trial: Any, **info: Any) -> None:
+        key = key_of(trial)
+        self.flush(key)
+        self._end(key, Outcome("failed", error=error_line(trial)))
+
+    def on_experiment_end(self, trials: list[Any], **info: Any) -> None:
+        self.flush()

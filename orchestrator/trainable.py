@@ -1,0 +1,80 @@
+"""The Ray Tune trainable: one trial of the built-in worker, one ``tune.report`` per step.
+
+``trainable(config)`` builds ``workers.RunConfig`` from the trial spec and reports each
+step of ``workers.train`` through :func:`report_steps`, which any other source of steps
+(a followed trainer's log, a test's wrapper) uses too. A report carries the trial key
+and the step, the metrics nested under one key and the distributions JSON-encoded under
+another, so Tune flattens neither; :func:`unpack` reads one back on the driver.
+
+Not here: what the driver does with a result (``orchestrator.monitor``,
+``orchestrator.recorder``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from typing import Any, NamedTuple, Protocol
+
+TRIAL_KEY = "gw_trial"
+"""Result key: the trial's stable ``trial_key`` (the store's run ``trial_id``)."""
+STEP_KEY = "gw_step"
+"""Result key: the step (from 1) this result reports."""
+METRICS_KEY = "gw_metrics"
+"""Result key: the step's ``{metric name: value}`` dict."""
+DISTS_KEY = "gw_dists"
+"""Result key: the step's distributions, JSON-encoded (one string, so Tune keeps it whole)."""
+
+
+class Step(Protocol):
+    """What a source of steps yields (``workers.StepResult`` is one)."""
+
+    step: int
+    metrics: dict[str, float]
+    distributions: dict[str, dict[str, Any]]
+
+
+class Reported(NamedTuple):
+    """One of our results, as the driver reads it back."""
+
+    key: str
+    step: int
+    metrics: dict[str, float]
+    dists_json: str
+
+
+def pack(trial_key: str, res: Step) -> dict[str, Any]:
+    """The ``tune.report`` dict of one step."""
+    return {
+        TRIAL_KEY: trial_key,
+        STEP_KEY: int(res.step),
+        METRICS_KEY: {k: float(v) for k, v in res.metrics.items()},
+        DISTS_KEY: json.dumps(res.distributions),
+    }
+
+
+def unpack(result: dict[str, Any]) -> Reported | None:
+    """Our fields of a Tune result; None for Tune's own bookkeeping results."""
+    key = result.get(TRIAL_KEY)
+    if key is None or STEP_KEY not in result:
+        return None
+    return Reported(
+        str(key), int(result[STEP_KEY]), dict(result.get(METRICS_KEY) or {}),
+        result.get(DISTS_KEY) or "{}",
+    )  # fmt: skip
+
+
+def report_steps(trial_key: str, steps: Iterable[Step]) -> None:
+    """``tune.report`` each step (Tune blocks each report until the driver takes it)."""
+    from ray import tune
+
+    for res in steps:
+        tune.report(pack(trial_key, res))
+
+
+def trainable(config: dict[str, Any]) -> None:
+    """One Tune trial of the built-in worker: ``workers.train`` over the spec's RunConfig."""
+    from workers import RunConfig, train
+
+    spec = config["spec"]
+    report_steps(spec["trial_key"], train(RunConfig.from_dict(dict(spec["run"]))))
