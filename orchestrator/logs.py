@@ -1,4 +1,4 @@
-"""Read a metrics log written elsewhere into a rules history (what ``gapwatch replay`` reads).
+"""Metrics logs written elsewhere, read as a stream of steps (what replay and watch read).
 
 Formats, told apart by content (a ``.csv`` suffix forces CSV):
 
@@ -6,15 +6,22 @@ Formats, told apart by content (a ``.csv`` suffix forces CSV):
 - verl's file logger (``trainer.logger=[..., "file"]``, which appends
   ``{"step": N, "data": {...}}`` per step; other top-level keys such as
   ``elapsed_seconds`` are ignored);
-- CSV with columns ``step,name,value`` (a header row is optional).
+- CSV with columns ``step,name,value`` (a header row is optional), a step's rows together.
 
-A step may appear on many lines (its figures are merged; a figure given twice keeps the
-later value) and lines may come in any order (rows are sorted by step). Non-numeric
-values (verl's logger writes whatever it cannot serialise as a string) and nulls are
-left out and their names reported; ``NaN`` is kept (the rules ignore it). A line that is
-not valid raises :class:`LogError` naming the file and the line number.
+**Order.** A log is read as a trainer writes it: in step order, never held whole.
+Consecutive lines of the same step are one step (a figure given twice keeps the later
+value). A line whose step is below the step being read, or repeats a step already
+finished, is skipped, counted, and reported with its first example (a trainer resumed
+from an earlier checkpoint writes such lines; the first values are kept).
 
-Call :func:`read_log`.
+Non-numeric values (verl's logger writes whatever it cannot serialise as a string) and
+nulls are left out and their names reported; ``NaN`` is kept. A line that is not valid
+raises :class:`LogError` naming the file and the line number.
+
+Call :func:`open_log` (a :class:`LogStream`: iterate it for rows; its ``report`` says
+what was read and skipped), :func:`read_log` (a small log, whole), or, line by line,
+:func:`parse_line` with a :class:`StepAssembler` (``gapwatch watch`` does so on a file
+that is still being written).
 """
 
 from __future__ import annotations
@@ -22,36 +29,45 @@ from __future__ import annotations
 import csv
 import json
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["LogError", "MetricsLog", "read_log"]
+__all__ = [
+    "FORMATS",
+    "LogError",
+    "LogReport",
+    "LogStream",
+    "MetricsLog",
+    "StepAssembler",
+    "detect_format",
+    "open_log",
+    "parse_line",
+    "read_log",
+]
 
 FLAT_EXAMPLE = '{"step": 1, "critic/score/mean": 0.5}'
+FORMATS = ("jsonl", "verl", "csv")
+"""The log formats by name (``verl`` lines are JSON too; a file may mix both)."""
+
+Row = dict[str, Any]
 
 
 class LogError(ValueError):
     """A metrics log that cannot be read, with where and how to fix it."""
 
 
-@dataclass
-class MetricsLog:
-    """One run's metrics as read from a log."""
+@dataclass(frozen=True)
+class Entry:
+    """What one line says: a step and some of its figures."""
 
-    path: Path
-    """The file read."""
-    format: str
-    """``jsonl``, ``verl`` (file-logger form on every line) or ``csv``."""
-    rows: list[dict[str, Any]]
-    """The history: ``{"step": n, name: value, ...}`` per step, in step order."""
-    ignored: set[str] = field(default_factory=set)
-    """Names whose values were not numbers (left out)."""
-
-    @property
-    def names(self) -> set[str]:
-        """Every metric name with at least one numeric value."""
-        return {k for r in self.rows for k in r if k != "step"}
+    step: int
+    metrics: dict[str, float]
+    ignored: tuple[str, ...] = ()
+    """Names whose values were not numbers."""
+    form: str = "jsonl"
+    """``jsonl``, ``verl`` or ``csv``: the form of this line."""
 
 
 def _step(raw: Any, where: str) -> int:
@@ -67,111 +83,228 @@ def _step(raw: Any, where: str) -> int:
     return int(raw)
 
 
-def _number(v: Any) -> float | None:
-    if isinstance(v, bool) or not isinstance(v, int | float):
-        return None
-    return float(v)
-
-
-def _read_jsonl(
-    path: Path, lines: list[str]
-) -> tuple[list[tuple[int, dict[str, Any]]], set[str], str]:
-    out: list[tuple[int, dict[str, Any]]] = []
-    ignored: set[str] = set()
-    forms: set[str] = set()
-    for i, line in enumerate(lines, start=1):
-        text = line.strip()
-        if not text:
-            continue
-        where = f"{path} line {i}"
-        try:
-            obj = json.loads(text)
-        except json.JSONDecodeError as e:
-            raise LogError(
-                f"{where}: not valid JSON ({e.msg} at column {e.colno}); each line must be "
-                f"one JSON object like {FLAT_EXAMPLE}"
-            ) from None
-        if not isinstance(obj, dict):
-            raise LogError(f"{where}: expected a JSON object like {FLAT_EXAMPLE}, got {text[:40]}")
-        if "step" not in obj:
-            raise LogError(f'{where}: no "step" key; each line needs one, like {FLAT_EXAMPLE}')
-        step = _step(obj["step"], where)
-        if isinstance(obj.get("data"), dict):
-            forms.add("verl")
-            raw = obj["data"]
-        else:
-            forms.add("jsonl")
-            raw = {k: v for k, v in obj.items() if k != "step"}
-        metrics: dict[str, Any] = {}
-        for k, v in raw.items():
-            num = _number(v)
-            if num is None:
-                ignored.add(str(k))
-            else:
-                metrics[str(k)] = num
-        out.append((step, metrics))
-    return out, ignored, "verl" if forms == {"verl"} else "jsonl"
-
-
-def _read_csv(path: Path, lines: list[str]) -> tuple[list[tuple[int, dict[str, Any]]], set[str]]:
-    out: list[tuple[int, dict[str, Any]]] = []
-    ignored: set[str] = set()
-    for i, row in enumerate(csv.reader(lines), start=1):
-        if not row or all(not c.strip() for c in row):
-            continue
-        cells = [c.strip() for c in row]
-        if i == 1 and [c.lower() for c in cells] == ["step", "name", "value"]:
-            continue
-        where = f"{path} line {i}"
-        if len(cells) != 3:
-            raise LogError(
-                f"{where}: expected 3 columns step,name,value, got {len(cells)} ({','.join(cells)[:60]})"
-            )
-        step = _step(cells[0], where)
-        name, text = cells[1], cells[2]
-        if not name:
-            raise LogError(f"{where}: empty metric name")
-        if not text:
-            ignored.add(name)
-            continue
-        try:
-            v = float(text)
-        except ValueError:
-            raise LogError(f"{where}: value {text!r} of {name!r} is not a number") from None
-        out.append((step, {name: v}))
-    return out, ignored
-
-
-def read_log(path: Path) -> MetricsLog:
-    """Read ``path`` (JSON lines, verl file-logger JSON lines, or CSV step,name,value)."""
-    path = Path(path)
-    if not path.exists():
-        raise LogError(f"log file {path} does not exist")
-    if not path.is_file():
-        raise LogError(f"{path} is not a file; pass a .jsonl or .csv metrics log")
+def _json_entry(text: str, where: str) -> Entry:
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except UnicodeDecodeError:
-        raise LogError(f"{path} is not UTF-8 text; pass a .jsonl or .csv metrics log") from None
-    head = next((ln.strip() for ln in lines if ln.strip()), "")
-    if not head:
-        raise LogError(f"{path} is empty; it needs one line per step")
-    if path.suffix.lower() == ".csv" or not head.startswith("{"):
-        if not path.suffix.lower() == ".csv" and head.count(",") != 2:
+        obj = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise LogError(
+            f"{where}: not valid JSON ({e.msg} at column {e.colno}); each line must be "
+            f"one JSON object like {FLAT_EXAMPLE}"
+        ) from None
+    if not isinstance(obj, dict):
+        raise LogError(f"{where}: expected a JSON object like {FLAT_EXAMPLE}, got {text[:40]}")
+    if "step" not in obj:
+        raise LogError(f'{where}: no "step" key; each line needs one, like {FLAT_EXAMPLE}')
+    step = _step(obj["step"], where)
+    verl = isinstance(obj.get("data"), dict)
+    raw = obj["data"] if verl else {k: v for k, v in obj.items() if k != "step"}
+    metrics: dict[str, float] = {}
+    ignored: list[str] = []
+    for k, v in raw.items():
+        if isinstance(v, bool) or not isinstance(v, int | float):
+            ignored.append(str(k))
+        else:
+            metrics[str(k)] = float(v)
+    return Entry(step, metrics, tuple(ignored), "verl" if verl else "jsonl")
+
+
+def _csv_entry(text: str, where: str) -> Entry | None:
+    cells = [c.strip() for c in next(csv.reader([text]), [])]
+    if not cells or all(not c for c in cells):
+        return None
+    if [c.lower() for c in cells] == ["step", "name", "value"]:
+        return None  # the header
+    if len(cells) != 3:
+        raise LogError(
+            f"{where}: expected 3 columns step,name,value, got {len(cells)} ({','.join(cells)[:60]})"
+        )
+    step = _step(cells[0], where)
+    name, value = cells[1], cells[2]
+    if not name:
+        raise LogError(f"{where}: empty metric name")
+    if not value:
+        return Entry(step, {}, (name,), "csv")
+    try:
+        v = float(value)
+    except ValueError:
+        raise LogError(f"{where}: value {value!r} of {name!r} is not a number") from None
+    return Entry(step, {name: v}, (), "csv")
+
+
+def parse_line(text: str, fmt: str, where: str) -> Entry | None:
+    """One line of a log in format ``fmt`` (``csv``, or JSON for the others); None for a
+    blank line or a CSV header."""
+    text = text.strip()
+    if not text:
+        return None
+    if fmt == "csv":
+        return _csv_entry(text, where)
+    return _json_entry(text, where)
+
+
+def detect_format(path: Path, head: str) -> str:
+    """``csv`` or ``jsonl`` (JSON lines, verl's form included) from the file's name and
+    its first non-blank line."""
+    if path.suffix.lower() == ".csv":
+        return "csv"
+    if head.lstrip().startswith("{"):
+        return "jsonl"
+    if head.count(",") == 2:
+        return "csv"
+    raise LogError(
+        f"cannot tell the format of {path}: expected JSON lines ({FLAT_EXAMPLE}) "
+        "or CSV with columns step,name,value"
+    )
+
+
+@dataclass
+class LogReport:
+    """What reading a log found, besides its steps."""
+
+    path: Path
+    format: str = "jsonl"
+    """``jsonl``, ``verl`` (file-logger form on every line) or ``csv``."""
+    steps: int = 0
+    first_step: int | None = None
+    last_step: int | None = None
+    names: set[str] = field(default_factory=set)
+    """Every metric name with at least one numeric value."""
+    non_numeric: set[str] = field(default_factory=set)
+    """Names seen with a value that was not a number."""
+    skipped: int = 0
+    """Lines skipped because their step was out of order or repeated."""
+    first_skip: str | None = None
+    """The first such line, as ``line 12: step 5 after step 7``."""
+
+    @property
+    def ignored(self) -> set[str]:
+        """Names whose values were never numbers (left out entirely)."""
+        return self.non_numeric - self.names
+
+    def skipped_text(self) -> str | None:
+        """One sentence about skipped lines, or None."""
+        if not self.skipped:
+            return None
+        return (
+            f"{self.skipped} line(s) out of step order skipped (first: {self.first_skip}); "
+            "a log is read in step order, as a trainer writes it"
+        )
+
+
+class StepAssembler:
+    """Lines (as :class:`Entry`) in, whole steps out, in step order.
+
+    ``add`` returns the step that a new step's first line completes (None otherwise);
+    ``finish`` returns the step being read. Out-of-order lines are counted in ``report``.
+    """
+
+    def __init__(self, report: LogReport) -> None:
+        self.report = report
+        self.current: Row | None = None
+        self._forms: set[str] = set()
+
+    def add(self, entry: Entry, where: str) -> Row | None:
+        rep = self.report
+        self._forms.add(entry.form)
+        rep.non_numeric.update(entry.ignored)
+        cur = self.current
+        if cur is not None and entry.step == cur["step"]:
+            cur.update(entry.metrics)
+            return None
+        last = cur["step"] if cur is not None else rep.last_step
+        if last is not None and entry.step <= last:
+            rep.skipped += 1
+            if rep.first_skip is None:
+                rep.first_skip = f"{where}: step {entry.step} after step {last}"
+            return None
+        done = self.finish()
+        self.current = {"step": entry.step, **entry.metrics}
+        return done
+
+    def finish(self) -> Row | None:
+        """The step being read, as complete as it is (None if there is none)."""
+        done, self.current = self.current, None
+        if done is None:
+            return None
+        rep = self.report
+        rep.steps += 1
+        rep.first_step = done["step"] if rep.first_step is None else rep.first_step
+        rep.last_step = done["step"]
+        rep.names.update(k for k in done if k != "step")
+        rep.format = (
+            "verl" if self._forms == {"verl"} else "csv" if "csv" in self._forms else "jsonl"
+        )
+        return done
+
+
+class LogStream:
+    """A complete log, read line by line: iterate it (once) for its steps, in order."""
+
+    def __init__(self, path: Path | str) -> None:
+        self.path = Path(path)
+        if not self.path.exists():
+            raise LogError(f"log file {self.path} does not exist")
+        if not self.path.is_file():
+            raise LogError(f"{self.path} is not a file; pass a .jsonl or .csv metrics log")
+        head = ""
+        try:
+            with self.path.open(encoding="utf-8") as fh:
+                head = next((ln for ln in fh if ln.strip()), "")
+        except UnicodeDecodeError:
             raise LogError(
-                f"cannot tell the format of {path}: expected JSON lines ({FLAT_EXAMPLE}) "
-                "or CSV with columns step,name,value"
-            )
-        entries, ignored = _read_csv(path, lines)
-        fmt = "csv"
-    else:
-        entries, ignored, fmt = _read_jsonl(path, lines)
-    merged: dict[int, dict[str, Any]] = {}
-    for step, metrics in entries:
-        merged.setdefault(step, {"step": step}).update(metrics)
-    if not merged:
-        raise LogError(f"{path} holds no steps")
-    rows = [merged[s] for s in sorted(merged)]
+                f"{self.path} is not UTF-8 text; pass a .jsonl or .csv metrics log"
+            ) from None
+        if not head:
+            raise LogError(f"{self.path} is empty; it needs one line per step")
+        self.fmt = detect_format(self.path, head)
+        self.report = LogReport(self.path, format=self.fmt)
+
+    def __iter__(self) -> Iterator[Row]:
+        asm = StepAssembler(self.report)
+        try:
+            with self.path.open(encoding="utf-8", newline="") as fh:
+                for i, line in enumerate(fh, start=1):
+                    entry = parse_line(line, self.fmt, f"{self.path} line {i}")
+                    if entry is not None and (done := asm.add(entry, f"line {i}")) is not None:
+                        yield done
+        except UnicodeDecodeError:
+            raise LogError(
+                f"{self.path} is not UTF-8 text; pass a .jsonl or .csv metrics log"
+            ) from None
+        if (done := asm.finish()) is not None:
+            yield done
+        if not self.report.steps:
+            raise LogError(f"{self.path} holds no steps")
+
+
+def open_log(path: Path | str) -> LogStream:
+    """A log to stream (checks that it exists, is text, and has a known format)."""
+    return LogStream(path)
+
+
+@dataclass
+class MetricsLog:
+    """One run's metrics as read from a (small) log, whole."""
+
+    path: Path
+    format: str
+    rows: list[Row]
+    """The history: ``{"step": n, name: value, ...}`` per step, in step order."""
+    ignored: set[str] = field(default_factory=set)
+    """Names whose values were never numbers (left out)."""
+    report: LogReport | None = None
+
+    @property
+    def names(self) -> set[str]:
+        """Every metric name with at least one numeric value."""
+        return {k for r in self.rows for k in r if k != "step"}
+
+
+def read_log(path: Path | str) -> MetricsLog:
+    """Read a whole log into memory (for small logs; replay and watch stream instead)."""
+    stream = open_log(path)
+    rows = list(stream)
+    rep = stream.report
     return MetricsLog(
-        path=path, format=fmt, rows=rows, ignored=ignored - {k for r in rows for k in r}
+        path=stream.path, format=rep.format, rows=rows, ignored=rep.ignored, report=rep
     )

@@ -16,17 +16,18 @@ Call :func:`replay` (pure, on histories) or :func:`replay_cli` (the command).
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from orchestrator import rules as R
-from orchestrator.logs import MetricsLog, read_log
+from orchestrator.logs import LogReport, open_log
 
 __all__ = ["ReplayResult", "replay", "replay_cli", "ruleset_for"]
 
@@ -58,36 +59,49 @@ def _lacks(rule: R.Rule) -> str:
 
 
 def replay(
-    history: Sequence[dict[str, Any]],
-    control: Sequence[dict[str, Any]] | None,
+    history: Iterable[dict[str, Any]],
+    control: Iterable[dict[str, Any]] | None,
     ruleset: R.RuleSet,
 ) -> ReplayResult:
-    """Run ``ruleset`` over ``history`` step by step (both histories in step order)."""
-    have = {k for r in history for k in r if k != "step"}
-    have_ctl = {k for r in control or () for k in r if k != "step"}
-    skipped: dict[str, str] = {}
-    active: list[R.Rule] = []
-    for rule in ruleset.rules:
-        if not rule.can_feed(have):
-            skipped[rule.name] = f"log lacks {_lacks(rule)}"
-        elif rule.control_only and control is None:
-            skipped[rule.name] = "needs the control's log (--control)"
-        elif rule.control_only and not rule.can_feed(have_ctl):
-            skipped[rule.name] = f"control log lacks {_lacks(rule)}"
-        else:
-            active.append(rule)
-    w = R.RuleSet(tuple(active)).watch()
-    order = {r.name: i for i, r in enumerate(active)}
+    """Run ``ruleset`` over ``history`` step by step (both in step order, read once).
+
+    A rule the log cannot feed (or, needing the control, the control log cannot) never
+    decides anything; it is named in ``skipped``, with why.
+    """
+    w = ruleset.watch()
+    order = {r.name: i for i, r in enumerate(ruleset.rules)}
+    have: set[str] = set()
+    have_ctl: set[str] = set()
     ctl = iter(control or ())
     pending = next(ctl, None)
     decisions: list[R.Decision] = []
     for row in history:
+        have.update(row)
         # the control's steps up to this one, as a lock-stepped control would have sent
         while pending is not None and int(pending["step"]) <= int(row["step"]):
+            have_ctl.update(pending)
             w.control(pending)
             pending = next(ctl, None)
         decisions += sorted(w.step(row), key=lambda d: order[d.rule])  # in rule order
+    for rest in ctl if pending is not None else ():
+        have_ctl.update(rest)
+    if pending is not None:
+        have_ctl.update(pending)
+    skipped = _unfed(ruleset, have - {"step"}, None if control is None else have_ctl - {"step"})
     return ReplayResult(decisions=decisions, stop=w.first_stop, skipped=skipped)
+
+
+def _unfed(ruleset: R.RuleSet, have: set[str], have_ctl: set[str] | None) -> dict[str, str]:
+    """Rule name -> why the logs could not feed it."""
+    skipped: dict[str, str] = {}
+    for rule in ruleset.rules:
+        if not rule.can_feed(have):
+            skipped[rule.name] = f"log lacks {_lacks(rule)}"
+        elif rule.control_only and have_ctl is None:
+            skipped[rule.name] = "needs the control's log (--control)"
+        elif rule.control_only and not rule.can_feed(have_ctl or set()):
+            skipped[rule.name] = f"control log lacks {_lacks(rule)}"
+    return skipped
 
 
 def ruleset_for(rules: str | None, config: Path | None) -> R.RuleSet:
@@ -134,24 +148,26 @@ def _evidence(ev: dict[str, Any]) -> str:
     return ", ".join(f"{k}={_fmt(v)}" for k, v in ev.items())
 
 
-def _print(res: ReplayResult, log: MetricsLog, control: MetricsLog | None, rs: R.RuleSet) -> None:
+def _print(res: ReplayResult, log: LogReport, control: LogReport | None, rs: R.RuleSet) -> None:
     con = Console(highlight=False, soft_wrap=True)
-    steps = [r["step"] for r in log.rows]
     con.print(
-        f"replay of [bold]{log.path}[/] ({log.format}, {len(steps)} steps, "
-        f"{steps[0]}..{steps[-1]})"
+        f"replay of [bold]{escape(str(log.path))}[/] ({log.format}, {log.steps} steps, "
+        f"{log.first_step}..{log.last_step})"
         + (
             ""
             if control is None
-            else f" against control {control.path} ({len(control.rows)} steps)"
+            else f" against control {escape(str(control.path))} ({control.steps} steps)"
         )
     )
+    for rep in (log, control):
+        if rep is not None and (note := rep.skipped_text()) is not None:
+            con.print(f"[yellow]{escape(str(rep.path))}[/]: {escape(note)}")
     applied = [n for n in rs.names() if n not in res.skipped]
     con.print(f"rules applied: {', '.join(applied) or 'none'}")
     for name, why in res.skipped.items():
         con.print(f"[yellow]skipped {name}[/]: {why}")
     if log.ignored:
-        con.print(f"ignored non-numeric fields: {', '.join(sorted(log.ignored))}")
+        con.print(f"ignored non-numeric fields: {escape(', '.join(sorted(log.ignored)))}")
     if res.decisions:
         after_stop = False
         table = Table(
@@ -174,7 +190,7 @@ def _print(res: ReplayResult, log: MetricsLog, control: MetricsLog | None, rs: R
                 str(d.step),
                 d.rule,
                 f"[{color}]{d.action}[/]",
-                _evidence(d.evidence),
+                escape(_evidence(d.evidence)),
                 style="dim" if after_stop else None,
             )
         con.print(table)
@@ -185,7 +201,7 @@ def _print(res: ReplayResult, log: MetricsLog, control: MetricsLog | None, rs: R
     else:
         s = res.stop
         con.print(
-            f"[bold red]verdict: would stop at step {s.step} by {s.rule}[/]: {_evidence(s.evidence)}"
+            f"[bold red]verdict: would stop at step {s.step} by {s.rule}[/]: {escape(_evidence(s.evidence))}"
         )
 
 
@@ -202,11 +218,11 @@ def replay_cli(
     Raises ValueError (one line, naming the file and line) for bad input.
     """
     rs = ruleset_for(rules, config)
-    run = read_log(log)
-    ctl = None if control is None else read_log(control)
-    res = replay(run.rows, None if ctl is None else ctl.rows, rs)
+    run = open_log(log)
+    ctl = None if control is None else open_log(control)
+    res = replay(run, ctl, rs)
     if as_json:
         print(json.dumps(res.to_json(), allow_nan=False))
     else:
-        _print(res, run, ctl, rs)
+        _print(res, run.report, None if ctl is None else ctl.report, rs)
     return 0

@@ -231,7 +231,6 @@ class State:
 # --- the rule base ---------------------------------------------------------------------
 
 
-
 @checked(frozen=True, kw_only=True, config=_CHECKED)
 class Rule:
     """Base of every rule: a grace period, validated fields and the step contract."""

@@ -98,16 +98,23 @@ def test_unknown_rule_lists_valid_ones() -> None:
 # --- reading logs ------------------------------------------------------------------------
 
 
-def test_steps_merge_across_lines_and_sort(tmp_path: Path) -> None:
+def test_steps_merge_across_consecutive_lines_and_out_of_order_lines_are_skipped(
+    tmp_path: Path, capsys: Any
+) -> None:
+    """A log is read in step order, as a trainer writes it, never held whole: consecutive
+    lines of a step are one step; a line that goes back is skipped and reported."""
     p = write(
         tmp_path,
         "run.jsonl",
         jsonl(
             [
-                {"step": 3, N.SCORE_MEAN: 0.3},
                 {"step": 1, N.SCORE_MEAN: 0.1},
-                {"step": 2, N.SCORE_MEAN: 0.2, N.CLIP_RATIO: 0.0},
                 {"step": 1, N.CLIP_RATIO: 0.5, N.SCORE_MEAN: 0.15},
+                {"step": 2, N.SCORE_MEAN: 0.2, N.CLIP_RATIO: 0.0},
+                {"step": 1, N.SCORE_MEAN: 9.0},
+                {"step": 3, N.SCORE_MEAN: 0.3},
+                {"step": 3, N.CLIP_RATIO: 0.1},
+                {"step": 2, N.SCORE_MEAN: 9.0},
             ]
         ),
     )
@@ -116,15 +123,20 @@ def test_steps_merge_across_lines_and_sort(tmp_path: Path) -> None:
     assert log.rows == [
         {"step": 1, N.SCORE_MEAN: 0.15, N.CLIP_RATIO: 0.5},
         {"step": 2, N.SCORE_MEAN: 0.2, N.CLIP_RATIO: 0.0},
-        {"step": 3, N.SCORE_MEAN: 0.3},
+        {"step": 3, N.SCORE_MEAN: 0.3, N.CLIP_RATIO: 0.1},
     ]
+    assert log.report is not None and log.report.skipped == 2
+    assert log.report.first_skip == "line 4: step 1 after step 2"
+    assert replay_cli(p, control=None, rules=None, config=None, as_json=False) == 0
+    shown = capsys.readouterr().out
+    assert "2 line(s) out of step order skipped (first: line 4: step 1 after step 2)" in shown
 
 
 def test_verl_file_logger_form(tmp_path: Path) -> None:
     text = jsonl(
         [
-            {"step": 2, "elapsed_seconds": 9.0, "data": {N.SCORE_MEAN: -0.1, "note": "str"}},
             {"step": 1, "data": {N.SCORE_MEAN: 0.5, "hist": [1, 2], N.ENTROPY: None}},
+            {"step": 2, "elapsed_seconds": 9.0, "data": {N.SCORE_MEAN: -0.1, "note": "str"}},
         ]
     )
     log = read_log(write(tmp_path, "verl.jsonl", text))
@@ -135,7 +147,7 @@ def test_verl_file_logger_form(tmp_path: Path) -> None:
 
 def test_csv_with_or_without_header_nan_kept(tmp_path: Path) -> None:
     body = (
-        f"2,{N.SCORE_MEAN},0.2\n1,{N.SCORE_MEAN},nan\n\n1,{N.CLIP_RATIO},0.1\n2,{N.CLIP_RATIO},\n"
+        f"1,{N.SCORE_MEAN},nan\n\n1,{N.CLIP_RATIO},0.1\n2,{N.SCORE_MEAN},0.2\n2,{N.CLIP_RATIO},\n"
     )
     for text in ("step,name,value\n" + body, body):
         log = read_log(write(tmp_path, "run.csv", text))

@@ -1,0 +1,45 @@
+"""The architecture holds: DESIGN.md's one-way dependencies and no import cycle in any
+package, checked by import-linter with the contracts in pyproject.toml."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+LINT = Path(sys.executable).with_name("lint-imports")
+
+
+def _lint(cwd: Path, *args: str, path: Path | None = None) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(path or cwd)}
+    return subprocess.run(
+        [str(LINT), "--no-cache", *args], cwd=cwd, env=env, capture_output=True, text=True,
+        timeout=120, check=False,
+    )  # fmt: skip
+
+
+def test_the_packages_keep_every_contract() -> None:
+    res = _lint(ROOT)
+    assert res.returncode == 0, res.stdout[-3000:]
+    assert "BROKEN" not in res.stdout and "4 kept, 0 broken" in res.stdout
+
+
+def test_a_cycle_or_an_upward_import_breaks_the_contracts(tmp_path: Path) -> None:
+    """The same contracts on a copy of the layout with one cycle and one wrong-way import."""
+    for pkg in ("orchestrator", "workers", "correction", "store", "ui"):
+        (tmp_path / pkg).mkdir()
+        (tmp_path / pkg / "__init__.py").write_text("")
+    (tmp_path / "workers" / "a.py").write_text("def f():\n    from workers import b\n")
+    (tmp_path / "workers" / "b.py").write_text("from workers import a\n")
+    (tmp_path / "correction" / "c.py").write_text("import workers.a\n")
+    (tmp_path / "pyproject.toml").write_text(
+        (ROOT / "pyproject.toml")
+        .read_text()
+        .replace('ignore_imports = ["orchestrator.cli -> ui.launch"]', "")
+    )
+    res = _lint(tmp_path)
+    assert res.returncode != 0
+    assert "No import cycles inside a package BROKEN" in res.stdout
+    assert "correction is not allowed to import workers" in res.stdout
