@@ -9,7 +9,7 @@ one list of rule names for YAML validation, the Tune Stopper, ``gapwatch run``,
 
 **Incremental.** A rule never re-reads a history. ``rule.start()`` makes its state (a
 streak counter, the first steps' baseline values, a rolling window), and
-``rule.observe(state, row, control)`` takes one step and returns one :class:`Decision`
+``rule.observe(state, row, control, step)`` takes one step and returns one :class:`Decision`
 about it. State is bounded by the rule's own settings (``baseline_steps``, ``window``),
 never by the number of steps, so following a 100,000-step log costs linear time and
 constant memory. Apart from its own state a rule is pure: no I/O, no Ray, no store.
@@ -172,7 +172,9 @@ def value(row: Row, name: str) -> float | None:
     """``row[name]`` as a float, or None where it is absent, not a number, NaN or infinite
     (so evidence stays strict JSON)."""
     v = row.get(name)
-    if isinstance(v, bool) or not isinstance(v, int | float):
+    if type(v) is float:  # the common case first: this runs for every rule at every step
+        return v if math.isfinite(v) else None
+    if v is None or isinstance(v, bool) or not isinstance(v, int | float):
         return None
     f = float(v)
     return f if math.isfinite(f) else None
@@ -259,9 +261,9 @@ class Rule:
         """A fresh state for one run (override with the rule's own :class:`State`)."""
         return State()
 
-    def observe(self, state: Any, row: Row, control: ControlView) -> Decision:
-        """Take the run's next step (its state updated in place); the decision about it."""
-        step = step_of(row)
+    def observe(self, state: Any, row: Row, control: ControlView, step: int) -> Decision:
+        """Take the run's next step, ``row`` at ``step`` (its state updated in place); the
+        decision about it."""
         state.seen += 1
         self.update(state, row, control, step)
         # If still in grace period, do not decide yet
@@ -485,6 +487,8 @@ class TailState(Streak):
 
     early: list[tuple[float | None, float | None]] = field(default_factory=list)
     late: deque[tuple[float | None, float | None]] = field(default_factory=deque)
+    baseline: tuple[float | None, float | None] | None = None
+    """The early medians (post-tool, text), once the baseline steps are all in."""
     growth: Evidence | None = None
 
 
@@ -533,7 +537,9 @@ class PostToolTailGrowth(Rule):
         """Growth figures at the latest step; None if not computable yet."""
         if len(state.late) < self.window:
             return None
-        bp, bt = self._med(state.early, 0), self._med(state.early, 1)
+        if state.baseline is None:  # the first steps never change: their medians once
+            state.baseline = (self._med(state.early, 0), self._med(state.early, 1))
+        bp, bt = state.baseline
         rp, rt = self._med(state.late, 0), self._med(state.late, 1)
         if bp is None or bt is None or rp is None or rt is None:
             return None
@@ -731,7 +737,7 @@ class Watcher:
         self.last_step = step
         new: list[Decision] = []
         for rule, state in zip(self.rules, self._states, strict=True):
-            d = rule.observe(state, row, self._control)
+            d = rule.observe(state, row, self._control, step)
             before = self.last.get(rule.name)
             if d.action != "continue" and (before is None or before.action != d.action):
                 new.append(d)

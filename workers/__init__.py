@@ -3,22 +3,28 @@
 ``from workers import RunConfig, train``; ``for res in train(cfg): res.step, res.metrics,
 res.distributions``. Registries: ``workers.envs.names()``, ``workers.codecs.names()``,
 ``workers.samplers.names()``.
+
+Nothing is imported until asked for: ``workers.validation`` (pydantic only) serves the
+rules and the CLI without loading torch, and the loop pulls in transformers only when a
+run starts.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from workers.config import RunConfig
-
 if TYPE_CHECKING:
+    from workers.config import RunConfig
     from workers.loop import StepResult, train
 
 __all__ = ["RunConfig", "StepResult", "train"]
 
 
 def __getattr__(name: str) -> Any:
-    # The loop pulls in transformers; load it only when asked for.
+    if name == "RunConfig":
+        from workers import config
+
+        return config.RunConfig
     if name in ("train", "StepResult"):
         from workers import loop
 
