@@ -1,9 +1,9 @@
 """The Recorder: during a sweep, the store's one writer (a Ray Tune ``Callback``).
 
 It creates each trial's run row (keys and labels from the trial's identity), buffers the
-steps Tune hands over and writes them in batches (callbacks block every trial: it flushes
-every few results or every second, and at a trial's end), writes the decisions the
-Monitor sends it, and sets each run's status when its trial ends. How a run ended is read
+steps Tune hands over and writes every trial's buffer in one transaction (callbacks block
+every trial: it flushes once a second, or at ``flush_every`` buffered results, and at a
+trial's end), writes the decisions the Monitor sends it, and sets each run's status when its trial ends. How a run ended is read
 from what was stored: a run with a stored ``stop`` decision is ``stopped`` by its first
 one, a trial that raised is ``failed`` with its error's last line, any other ``completed``.
 
@@ -13,7 +13,6 @@ Not here: deciding anything (``orchestrator.monitor``), showing progress
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import time
@@ -22,6 +21,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+import orjson
 from ray.tune import Callback
 
 from orchestrator.trainable import unpack
@@ -88,7 +88,7 @@ class Recorder(Callback):
         sweep_id: int,
         specs: Sequence[Mapping[str, Any]],
         *,
-        flush_every: int = 5,
+        flush_every: int = 200,
         flush_seconds: float = 1.0,
     ) -> None:
         self.db_url = db_url
@@ -167,22 +167,23 @@ class Recorder(Callback):
 
     # --- buffering
     def flush(self, key: str | None = None) -> None:
-        """Write what is buffered (for one trial, or all)."""
+        """Write what is buffered (for one trial, or all) in one transaction."""
         keys = [key] if key is not None else sorted(set(self._steps) | set(self._decisions))
+        steps: dict[int, list[Buffered]] = {}
+        decisions: list[tuple[int, int, str, str, dict[str, Any]]] = []
         for k in keys:
-            steps = self._steps.pop(k, [])
-            decisions = self._decisions.pop(k, [])
-            self._buffered -= len(steps)
-            if not steps and not decisions:
+            buffered = self._steps.pop(k, [])
+            decided = self._decisions.pop(k, [])
+            self._buffered -= len(buffered)
+            if not buffered and not decided:
                 continue
             run_id = self.run_id(k)
             assert run_id is not None
-            if steps:
-                self.store.write_steps(run_id, steps)
-            for d in decisions:
-                self.store.write_decision(
-                    run_id, int(d.step), str(d.rule), str(d.action), dict(d.evidence)
-                )
+            if buffered:
+                steps[run_id] = buffered
+            decisions += [(run_id, d.step, d.rule, d.action, dict(d.evidence)) for d in decided]
+        if steps or decisions:
+            self.store.write_batch(steps, decisions)
         if key is None:
             self._last_flush = time.monotonic()
 
@@ -224,7 +225,7 @@ class Recorder(Callback):
         rep = unpack(result)
         if rep is None:
             return
-        self._steps[rep.key].append((rep.step, rep.metrics, json.loads(rep.dists_json)))
+        self._steps[rep.key].append((rep.step, rep.metrics, orjson.loads(rep.dists_json)))
         self._buffered += 1
         self._maybe_flush()
 

@@ -108,16 +108,18 @@ class TrackedRun:
     def step(
         self, step: int, metrics: dict[str, float], dists: dict[str, Any] | None = None
     ) -> Decision | None:
-        """Write one step, judge it, store new decisions; the stop decision, once, if any."""
-        self.store.write_steps(self.run_id, [(step, metrics, dists or {})])
+        """Judge one step, then write it with its new decisions (one transaction); the
+        stop decision, once, if any."""
+        new: list[Decision] = []
+        if self.watcher is not None:
+            if self.control is not None:
+                self.control.catch_up(self.watcher, step)
+            new = self.watcher.step({"step": step, **metrics})
+        self.store.write_batch(
+            {self.run_id: [(step, metrics, dists or {})]},
+            [(self.run_id, d.step, d.rule, d.action, dict(d.evidence)) for d in new],
+        )
         self.steps += 1
-        if self.watcher is None:
-            return None
-        if self.control is not None:
-            self.control.catch_up(self.watcher, step)
-        new = self.watcher.step({"step": step, **metrics})
-        for d in new:
-            self.store.write_decision(self.run_id, d.step, d.rule, d.action, dict(d.evidence))
         if self.stop is None and new and new[0].action == "stop":
             self.stop = new[0]
             return self.stop

@@ -11,12 +11,12 @@ SQLAlchemy Core's dialect-specific ``insert`` so the SQL is not hand-written twi
 
 from __future__ import annotations
 
-import json
 import math
 import operator
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
+import orjson
 from sqlalchemy import Connection, Table
 from sqlalchemy.dialects import postgresql, sqlite
 
@@ -127,8 +127,8 @@ def encode_distributions(
             if len(lengths) != 1:
                 raise StoreError(f"{where}: keys, counts and upper differ in length")
             try:
-                text = json.dumps(payload, separators=(",", ":"))
-            except (TypeError, ValueError) as exc:
+                text = orjson.dumps(payload).decode()  # ~10x json.dumps: payloads are long
+            except TypeError as exc:
                 raise StoreError(f"{where} is not JSON-serialisable ({exc})") from None
             rows.append((run_id, str(name), step, str(payload["scheme"]), text))
     return rows

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import math
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
@@ -42,6 +42,10 @@ from .schema import (
 T = TypeVar("T")
 _RETRIES = 5
 _FLOAT_OF_FLAG = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}
+
+
+DecisionIn = tuple[int, int, str, str, dict[str, Any]]
+"""(run_id, step, rule, action, evidence) of one decision to write."""
 
 
 def _now() -> datetime:
@@ -284,54 +288,75 @@ class Store:
         A step sent again (after a resume) overwrites what was stored for it; NaN and
         +-inf are kept as NULL plus a flag. Returns the number of metric rows written.
         """
-        merged = ingest.merge_steps(run_id, steps)
-        if not merged:
+        return self.write_batch({run_id: steps})
+
+    def write_batch(
+        self,
+        steps: Mapping[int, Iterable[tuple[int, dict[str, float], dict[str, Any]]]],
+        decisions: Iterable[DecisionIn] = (),
+    ) -> int:
+        """Steps of many runs (``{run_id: steps}``) and decisions (``(run_id, step, rule,
+        action, evidence)``), written in ONE transaction: a sweep's writer flushes every
+        trial's buffer at once. Returns the number of metric rows written."""
+        merged = {rid: ingest.merge_steps(rid, ss) for rid, ss in steps.items()}
+        merged = {rid: m for rid, m in merged.items() if m}
+        ids = self._ids_for(n for m in merged.values() for _, mm, _ in m for n in mm)
+        mrows = [r for rid, m in merged.items() for r in ingest.encode_metrics(rid, m, ids)]
+        drows = [r for rid, m in merged.items() for r in ingest.encode_distributions(rid, m)]
+        tops = {rid: max(s for s, _, _ in m) for rid, m in merged.items()}
+        dec = [self._decision_values(*d) for d in decisions]
+        if not merged and not dec:
             return 0
-        ids = self._ids_for(n for _, m, _ in merged for n in m)
-        mrows = ingest.encode_metrics(run_id, merged, ids)
-        drows = ingest.encode_distributions(run_id, merged)
-        top = max(s for s, _, _ in merged)
 
         def go(conn: Connection) -> None:
             # SQLite's two-argument max() is PostgreSQL's greatest()
             bigger = func.max if self.dialect == "sqlite" else func.greatest
-            newest = bigger(func.coalesce(Run.last_step, top), top)
-            res = conn.execute(update(Run).where(Run.id == run_id).values(last_step=newest))
-            if res.rowcount == 0:
-                raise StoreError(
-                    f"no run with id {run_id} in {self.url_display}: create it with ensure_run"
-                )
+            for rid, top in tops.items():
+                newest = bigger(func.coalesce(Run.last_step, top), top)
+                res = conn.execute(update(Run).where(Run.id == rid).values(last_step=newest))
+                if res.rowcount == 0:
+                    raise StoreError(
+                        f"no run with id {rid} in {self.url_display}: create it with ensure_run"
+                    )
             self._upsert.metrics(conn, mrows)
             self._upsert.distributions(conn, drows)
+            if dec:
+                known = {r for r in tops}
+                for rid in {d["run_id"] for d in dec} - known:
+                    if conn.execute(select(Run.id).where(Run.id == rid)).first() is None:
+                        raise StoreError(f"no run with id {rid} in {self.url_display}")
+                ins = self._insert(Decision.__table__)
+                ins = ins.on_conflict_do_update(
+                    index_elements=["run_id", "step", "rule"],
+                    set_={
+                        "action": ins.excluded.action,
+                        "evidence_json": ins.excluded.evidence_json,
+                    },
+                )
+                conn.execute(ins, dec)
 
         self._write(go)
         return len(mrows)
+
+    @staticmethod
+    def _decision_values(
+        run_id: int, step: int, rule: str, action: str, evidence: dict[str, Any]
+    ) -> dict[str, Any]:
+        _choice("action", action, ACTIONS)
+        return {
+            "run_id": int(run_id),
+            "step": int(step),
+            "rule": rule,
+            "action": action,
+            "evidence_json": _json_text(f"evidence of rule {rule!r}", evidence),
+            "created": _now(),
+        }
 
     def write_decision(
         self, run_id: int, step: int, rule: str, action: str, evidence: dict[str, Any]
     ) -> None:
         """Record a rule's decision; the same (run, step, rule) again overwrites it."""
-        _choice("action", action, ACTIONS)
-        evidence_json = _json_text(f"evidence of rule {rule!r}", evidence)
-        ins = self._insert(Decision.__table__).values(
-            run_id=run_id,
-            step=int(step),
-            rule=rule,
-            action=action,
-            evidence_json=evidence_json,
-            created=_now(),
-        )
-        ins = ins.on_conflict_do_update(
-            index_elements=["run_id", "step", "rule"],
-            set_={"action": ins.excluded.action, "evidence_json": ins.excluded.evidence_json},
-        )
-
-        def go(conn: Connection) -> None:
-            if conn.execute(select(Run.id).where(Run.id == run_id)).first() is None:
-                raise StoreError(f"no run with id {run_id} in {self.url_display}")
-            conn.execute(ins)
-
-        self._write(go)
+        self.write_batch({}, [(run_id, step, rule, action, evidence)])
 
     # --- reads -----------------------------------------------------------------------
 
