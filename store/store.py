@@ -2,8 +2,12 @@
 
 Open one with ``open_store(url)`` (schema brought to head) or
 ``open_store(url, read_only=True)`` (creates nothing; the UI's way in). Writes go through
-short transactions that take the write lock up front; ``write_steps`` is the bulk path
-(see ``store.ingest``), the reads are in ``store.reads``.
+short transactions that take the write lock up front; ``write_batch`` / ``write_steps``
+are the bulk path (see ``store.ingest``), the reads' SQL is in ``store.reads``.
+
+Why one file of ~600 lines: ``Store`` is the store's whole public API, one class whose
+methods are each a few lines around one query (grouped: sweeps and runs, writes, reads);
+the SQL, the ingest encoding, the engine and the export live in their own modules.
 """
 
 from __future__ import annotations

@@ -160,28 +160,16 @@ class RunConfig(Strict):
     @model_validator(mode="after")
     def _resolve_parts(self) -> RunConfig:
         """Check the named parts and fill in their parameters' defaults."""
-        check_name("env", self.env, envs.names())
-        envs.get(self.env, **self.env_kwargs)
-        check_name("compression", self.compression, codecs.names())
-        self.compression_kwargs = _drop_none(
-            resolve_params(
-                f"compression {self.compression!r}",
-                codecs.factory(self.compression),
-                self.compression_kwargs,
-            )
-        )
-        codecs.get(self.compression, **self.compression_kwargs)  # the codec's own range checks
         from correction import strategies
 
-        check_name("correction", self.correction, strategies.names())
-        self.correction_kwargs = _drop_none(
-            resolve_params(
-                f"correction {self.correction!r}",
-                strategies.factory(self.correction),
-                self.correction_kwargs,
-            )
+        check_name("env", self.env, envs.names())
+        envs.get(self.env, **self.env_kwargs)
+        self.compression_kwargs = _resolved(
+            "compression", self.compression, self.compression_kwargs, codecs
         )
-        strategies.get(self.correction, **self.correction_kwargs)
+        self.correction_kwargs = _resolved(
+            "correction", self.correction, self.correction_kwargs, strategies
+        )
         return self
 
     @classmethod
@@ -220,6 +208,12 @@ class RunConfig(Strict):
         return self.model_dump(mode="json")
 
 
-def _drop_none(kwargs: dict[str, Any]) -> dict[str, Any]:
-    """Parameters that are off (None) are left out of a resolved config."""
-    return {k: v for k, v in kwargs.items() if v is not None}
+def _resolved(kind: str, name: str, given: dict[str, Any], registry: Any) -> dict[str, Any]:
+    """``given`` parameters of part ``name`` from ``registry`` (``names``, ``factory``,
+    ``get``): checked, completed with defaults, those that are off (None) left out, and
+    the built part's own range checks passed."""
+    check_name(kind, name, registry.names())
+    full = resolve_params(f"{kind} {name!r}", registry.factory(name), given)
+    kwargs = {k: v for k, v in full.items() if v is not None}
+    registry.get(name, **kwargs)
+    return kwargs

@@ -35,6 +35,7 @@ from workers import codecs, envs, samplers
 from workers.config import RunConfig
 from workers.model import load_policy
 from workers.rollout import Trajectory, rollout
+from workers.sampling import Sampler
 
 
 @dataclass
@@ -295,6 +296,13 @@ class Trainer:
         return out
 
 
+def make_sampler(cfg: RunConfig, model: nn.Module, tokenizer: Any) -> Sampler:
+    """The config's sampler over the trainer's ``model`` (build it before a codec is
+    attached, so the sampler's copy of the weights is dense)."""
+    return samplers.make(cfg.sampler, model, tokenizer, device=cfg.device,
+                         dtype=cfg.sampler_dtype, seed=cfg.seed, stops=envs.STOP_STRINGS)  # fmt: skip
+
+
 def train(cfg: RunConfig) -> Iterator[StepResult]:
     """Run ``cfg.steps`` GRPO steps, yielding one ``StepResult`` per step (step from 1)."""
     if cfg.num_threads is not None:
@@ -306,16 +314,7 @@ def train(cfg: RunConfig) -> Iterator[StepResult]:
     model, tokenizer = load_policy(cfg)
     torch.manual_seed(cfg.seed)
     env = envs.get(cfg.env, **cfg.env_kwargs)
-    # built before the codec is attached to the trainer's model, so its copy stays dense
-    sampler = samplers.make(
-        cfg.sampler,
-        model,
-        tokenizer,
-        device=cfg.device,
-        dtype=cfg.sampler_dtype,
-        seed=cfg.seed,
-        stops=envs.STOP_STRINGS,
-    )
+    sampler = make_sampler(cfg, model, tokenizer)  # before the codec: its copy stays dense
     pad = int(tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0)
     trainer = Trainer(cfg, model, pad)
     rng = random.Random(cfg.seed)

@@ -24,6 +24,7 @@ from orchestrator import rules
 from orchestrator.logs import read_log
 
 from . import rules_before_watcher as before
+from .histories import healthy
 
 Row = dict[str, Any]
 LOGS = Path(__file__).resolve().parents[2] / "examples" / "logs"
@@ -91,28 +92,6 @@ def test_example_logs(name: str, hist: list[Row], settings_: dict[str, Any]) -> 
         assert fired > 0  # the comparison covered decisions, not only "continue"
 
 
-def healthy(rng: random.Random, steps: int = 30) -> list[Row]:
-    rows = []
-    for s in range(1, steps + 1):
-        rows.append(
-            {
-                "step": s,
-                N.SCORE_MEAN: 0.4 + rng.gauss(0, 0.1),
-                N.SCORE_MIN: -0.1,
-                N.SCORE_MAX: 1.0,
-                N.ZERO_ADV_FRAC: min(1.0, max(0.0, 0.3 + rng.gauss(0, 0.1))),
-                N.RESPONSE_LENGTH_MEAN: 80 + rng.gauss(0, 15),
-                N.RESPONSE_BUDGET: 512.0,
-                N.CLIP_RATIO: max(0.0, 0.01 + rng.gauss(0, 0.01)),
-                N.PROBS_DIFF_MEAN: 0.006 * (1 + rng.gauss(0, 0.1)),
-                N.tail("text", "p95"): 0.05 * (1 + rng.gauss(0, 0.2)),
-                N.tail("post_tool", "p95"): 0.06 * (1 + rng.gauss(0, 0.2)),
-                N.ess("post_tool"): min(1.0, max(0.3, 0.8 + rng.gauss(0, 0.1))),
-            }
-        )
-    return rows
-
-
 TRIPS: dict[str, Row] = {
     "score": {N.SCORE_MEAN: -0.1},
     "margin": {N.SCORE_MEAN: 0.05},
@@ -129,15 +108,15 @@ TRIPS: dict[str, Row] = {
 def test_healthy_runs_with_a_trip_injected(trip: str, at: int) -> None:
     for seed in range(3):
         rng = random.Random(seed)
-        ctl = healthy(rng)
-        hist = [{**r, **TRIPS[trip]} if r["step"] >= at else r for r in healthy(rng)]
+        ctl = healthy(rng, steps=30)
+        hist = [{**r, **TRIPS[trip]} if r["step"] >= at else r for r in healthy(rng, 30)]
         if trip == "nan":  # a NaN spell that ends
             hist = [{**r, **TRIPS[trip]} if at <= r["step"] < at + 3 else r for r in hist]
         for s in SETTINGS:
             compare(hist, ctl, s)
             compare(hist, None, s)
     # the control is behind, then missing steps: only what was reported is compared
-    gappy = [r for r in healthy(random.Random(9)) if r["step"] % 3]
+    gappy = [r for r in healthy(random.Random(9), 30) if r["step"] % 3]
     compare(hist, gappy, SETTINGS[0])
 
 

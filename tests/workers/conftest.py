@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from workers import RunConfig, envs, samplers
+from workers import RunConfig
 from workers.sampling import Sampler
 
 
@@ -18,15 +18,9 @@ def small(**over: Any) -> RunConfig:
 
 def make_sampler(model: Any, tokenizer: Any, cfg: RunConfig) -> Sampler:
     """The config's sampler over ``model``, built as the GRPO loop builds it."""
-    return samplers.make(
-        cfg.sampler,
-        model,
-        tokenizer,
-        device=cfg.device,
-        dtype=cfg.sampler_dtype,
-        seed=cfg.seed,
-        stops=envs.STOP_STRINGS,
-    )
+    from workers.loop import make_sampler as build
+
+    return build(cfg, model, tokenizer)
 
 
 @pytest.fixture(scope="session")

@@ -182,12 +182,17 @@ def _rollout(cfg: Any, sampler: Sampler, tok: Any, *, tasks: int, seed: int) -> 
     )
 
 
-def test_a_train_step_changes_every_trainable_parameter() -> None:
-    cfg = small(compression="quant", compression_kwargs={"bits": 4})
+def _trainer(codec: str, strength: dict[str, Any], *, tasks: int, seed: int) -> Any:
+    """A compressed trainer, its model and sampler, and one step's rollouts."""
+    cfg = small(compression=codec, compression_kwargs=strength)
     model, tok = load_policy(cfg)
     sampler = make_sampler(model, tok, cfg)
     trainer = Trainer(cfg, model, int(tok.pad_token_id))
-    trajs = _rollout(cfg, sampler, tok, tasks=4, seed=0)
+    return model, sampler, trainer, _rollout(cfg, sampler, tok, tasks=tasks, seed=seed)
+
+
+def test_a_train_step_changes_every_trainable_parameter() -> None:
+    model, sampler, trainer, trajs = _trainer("quant", {"bits": 4}, tasks=4, seed=0)
     for i, t in enumerate(trajs):  # force non-degenerate groups
         t.reward = float(i % 2)
     rows = build_rows(trajs, group_advantages(torch.tensor([t.reward for t in trajs]), 4, 1e-6))
@@ -206,11 +211,7 @@ def test_a_train_step_changes_every_trainable_parameter() -> None:
 
 def test_trainer_logps_are_those_of_the_rows_prompts() -> None:
     """One forward over a whole trajectory = a forward over each row's own prompt."""
-    cfg = small(compression="topk", compression_kwargs={"keep": 0.1})
-    model, tok = load_policy(cfg)
-    sampler = make_sampler(model, tok, cfg)
-    trainer = Trainer(cfg, model, int(tok.pad_token_id))
-    trajs = _rollout(cfg, sampler, tok, tasks=2, seed=3)
+    _, _, trainer, trajs = _trainer("topk", {"keep": 0.1}, tasks=2, seed=3)
     with torch.no_grad():
         full, _ = token_logps(trainer.model, trajs, 0, 1.0, torch.device("cpu"))
         for i, t in enumerate(trajs):

@@ -1,0 +1,87 @@
+"""Rule sets: the rules a sweep (or a run, or a replay) applies, built from YAML settings."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from orchestrator.rules import library as _library  # noqa: F401  (registers the rules)
+from orchestrator.rules.base import Decision, History, Rule, Watcher, _cls, get, names
+
+
+@dataclass(frozen=True)
+class RuleSet:
+    """The rules a sweep applies; every path follows a run with :meth:`watch`."""
+
+    rules: tuple[Rule, ...]
+
+    def names(self) -> list[str]:
+        return [r.name for r in self.rules]
+
+    def watch(self) -> Watcher:
+        """A fresh :class:`Watcher` of these rules for one run."""
+        return Watcher(self.rules)
+
+    def evaluate(self, history: History, control: History | None = None) -> list[Decision]:
+        """Every rule's non-continue decision about the last step of ``history``, stops
+        first (every step of ``control`` known throughout; replays the history)."""
+        if not history:
+            return []
+        w = self.watch()
+        for row in control or ():
+            w.control(row)
+        for row in history:
+            w.step(row)
+        out = [d for d in w.last.values() if d.action != "continue"]
+        return sorted(out, key=lambda d: d.action != "stop")
+
+    def first_stop(self, history: History, control: History | None = None) -> Decision | None:
+        """The decision that stops the run at its latest step, or None."""
+        ds = self.evaluate(history, control)
+        return ds[0] if ds and ds[0].action == "stop" else None
+
+    def select(self, only: Iterable[str]) -> RuleSet:
+        """The rules named in ``only`` (registered names; unknown ones fail listing valid)."""
+        wanted = list(only)
+        for nm in wanted:
+            _cls(nm)
+        by_name = {r.name: r for r in self.rules}
+        missing = [nm for nm in wanted if nm not in by_name]
+        if missing:
+            raise ValueError(
+                f"rule(s) {', '.join(missing)} are disabled in the settings; "
+                "remove their `enabled: false` to select them"
+            )
+        return RuleSet(tuple(by_name[nm] for nm in wanted))
+
+
+def build(settings: Mapping[str, Any] | None = None) -> RuleSet:
+    """A :class:`RuleSet` from a sweep YAML's ``rules:`` section.
+
+    ``settings`` maps rule names to their parameters, e.g.
+    ``{"score_collapse": {"k": 3}, "ess_collapse": {"enabled": False}}``. Every registered
+    rule is on with its defaults unless set otherwise; ``enabled: false`` turns one off;
+    a rule set to null (``score_collapse:`` with nothing after it) keeps its defaults.
+    Unknown rules or parameters raise ValueError listing the valid ones.
+    """
+    settings = settings or {}
+    if not isinstance(settings, Mapping):
+        raise ValueError(
+            f"rules settings must be a mapping of rule name to parameters, got {settings!r}"
+        )
+    for nm in settings:
+        _cls(str(nm))
+    chosen: list[Rule] = []
+    for nm in names():
+        params = settings.get(nm) or {}
+        if not isinstance(params, Mapping):
+            raise ValueError(f"rules.{nm} must be a mapping of parameters, got {params!r}")
+        params = dict(params)
+        enabled = params.pop("enabled", True)
+        if not isinstance(enabled, bool):
+            raise ValueError(f"rules.{nm}.enabled must be true or false, got {enabled!r}")
+        rule = get(nm, **params)  # validates even a disabled rule's parameters
+        if enabled:
+            chosen.append(rule)
+    return RuleSet(tuple(chosen))
