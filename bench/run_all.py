@@ -19,7 +19,15 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
-ORDER = ["cpu_bench", "store_bench", "correction_bench", "worker_bench", "sweep_bench", "ui_bench"]
+ORDER = [
+    "cpu_bench",
+    "store_bench",
+    "correction_bench",
+    "worker_bench",
+    "sweep_bench",
+    "pipeline_bench",
+    "ui_bench",
+]
 
 HEADER = """# Benchmarks
 
