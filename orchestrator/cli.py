@@ -153,6 +153,77 @@ def replay(
     raise typer.Exit(code)
 
 
+@app.command("watch")
+@friendly
+def watch(
+    log: Annotated[
+        Path, typer.Argument(help="The metrics log the trainer writes (may not exist yet).")
+    ],
+    db: DbOpt = None,
+    control: Annotated[
+        str | None,
+        typer.Option(help="The paired control: its log (followed too) or a stored run id."),
+    ] = None,
+    sweep: Annotated[str, typer.Option(help="Store the run in this sweep.")] = "watch",
+    name: Annotated[
+        str | None, typer.Option(help="The run's name (default: the log's stem).")
+    ] = None,
+    fmt: Annotated[
+        str, typer.Option("--format", help="auto, jsonl, verl, csv or trl (trainer_state.json).")
+    ] = "auto",
+    names: Annotated[
+        str, typer.Option(help="Whose metric names the log uses: auto, gapwatch, verl, trl.")
+    ] = "auto",
+    rules: Annotated[
+        str | None, typer.Option(help="Comma-separated rule names (default: every rule).")
+    ] = None,
+    config: Annotated[
+        Path | None, typer.Option(help="A YAML file whose `rules:` settings to use.")
+    ] = None,
+    from_start: Annotated[
+        bool,
+        typer.Option(
+            "--from-start/--from-end", help="Read the log from its start, or only what comes."
+        ),
+    ] = True,
+    pid: Annotated[
+        int | None, typer.Option(help="The trainer's pid: its process group is ended on a stop.")
+    ] = None,
+    grace: Annotated[float, typer.Option(help="Seconds from SIGTERM to SIGKILL.")] = 10.0,
+    on_stop: Annotated[
+        str | None,
+        typer.Option("--on-stop", help="Shell command to run on a stop (e.g. 'scancel $JOB')."),
+    ] = None,
+    idle: Annotated[
+        float,
+        typer.Option(help="Seconds without a new line after which the run is finished (0: never)."),
+    ] = 600.0,
+    wait: Annotated[float, typer.Option(help="Seconds to wait for the log to appear.")] = 120.0,
+    role: Annotated[str, typer.Option(help="The run's role: treatment or control.")] = "treatment",
+    seed: Annotated[int, typer.Option(help="The run's seed (a label).")] = 0,
+    codec: Annotated[str, typer.Option(help="A label for the trainer's compression.")] = "unknown",
+    correction: Annotated[str, typer.Option(help="A label for its correction.")] = "unknown",
+) -> None:
+    """Follow a run another program trains: store each step, apply the rules, stop it.
+
+    Exit status: 0 finished with no stop; 3 stopped by a rule; 4 stopped but the stop
+    action failed; 2 bad input.
+    """
+    from orchestrator.replay import ruleset_for
+    from orchestrator.watch import WatchOptions
+    from orchestrator.watch import watch as follow
+
+    if role not in ("treatment", "control"):
+        raise ValueError(f"--role {role!r}: use treatment or control")
+    opts = WatchOptions(
+        log=log, control=control, sweep=sweep, name=name, fmt=fmt, names=names,
+        ruleset=ruleset_for(rules, config), from_start=from_start, pid=pid, grace=grace,
+        on_stop=on_stop, idle=idle or None, wait=wait, role=role, seed=seed, codec=codec,
+        correction=correction, say=lambda text: typer.echo(text),
+    )  # fmt: skip
+    raise typer.Exit(follow(opts, db))
+
+
 @app.command("ui")
 @friendly
 def ui(

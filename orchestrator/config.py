@@ -40,6 +40,7 @@ import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
 
 from orchestrator import rules
+from orchestrator.command import CommandWorker
 from orchestrator.errors import GapwatchError
 from store import identity
 from workers import RunConfig, codecs
@@ -53,7 +54,6 @@ RENAMED = {
     "environment": "env",
     "batch_size": "tasks_per_step",
     "budgets": "token_budget and max_interactions (RunConfig's names, at the top level)",
-    "worker": "nothing: put its fields at the top level or under run:",
 }
 """Keys of the sweep vocabulary before it took RunConfig's names, and what replaced them."""
 
@@ -98,11 +98,6 @@ class Compression(Strict):
             return {**out, "params": rest}
         return data
 
-    @field_validator("codec")
-    @classmethod
-    def _known(cls, v: str) -> str:
-        return check_name("codec", v, codecs.names())
-
     def combos(self) -> list[dict[str, Scalar]]:
         """Every strength combination this entry sweeps, in YAML order (derived)."""
         return _combos(self.params)
@@ -125,13 +120,6 @@ class Correction(Strict):
             rest = {k: v for k, v in data.items() if k != "name"}
             return {"name": data.get("name"), "thresholds": rest}
         return data
-
-    @field_validator("name")
-    @classmethod
-    def _known(cls, v: str) -> str:
-        from correction import strategies
-
-        return check_name("correction", v, strategies.names())
 
     def combos(self) -> list[dict[str, Scalar]]:
         """Every threshold combination this entry sweeps, in YAML order (derived)."""
@@ -161,6 +149,23 @@ class SweepConfig(Strict):
     ray_address: str | None = None
     """Ray cluster to join (``auto`` or host:port); ``--address`` wins; None: local Ray."""
     resources: Resources = Field(default_factory=Resources)
+    worker: CommandWorker | None = None
+    """A command to run in each trial instead of the built-in worker (any trainer that
+    writes a metrics log: ``orchestrator.command``); its codec and correction names are
+    passed to it, not checked against gapwatch's registries."""
+
+    @model_validator(mode="after")
+    def _known_parts(self) -> SweepConfig:
+        """The built-in worker's codecs and corrections must be registered ones."""
+        if self.worker is not None:
+            return self
+        from correction import strategies
+
+        for i, comp in enumerate(self.compression):
+            _named(f"compression.{i}.codec", "codec", comp.codec, codecs.names())
+        for i, corr in enumerate(self.correction):
+            _named(f"correction.{i}.name", "correction", corr.name, strategies.names())
+        return self
 
     @model_validator(mode="before")
     @classmethod
@@ -216,6 +221,13 @@ class SweepConfig(Strict):
         return v
 
 
+def _named(where: str, kind: str, name: str, valid: list[str]) -> None:
+    try:
+        check_name(kind, name, valid)
+    except ValueError as exc:
+        raise ValueError(f"{where}: {exc}") from None
+
+
 # --- trials ----------------------------------------------------------------------------
 
 
@@ -246,6 +258,9 @@ class TrialSpec:
     def pair_key(self) -> str:
         return self.ident.pair_key
 
+    command: dict[str, Any] | None = None
+    """The command worker (``CommandWorker`` as a dict), or None: the built-in worker."""
+
     def to_dict(self) -> dict[str, Any]:
         """What a Tune trial's config carries (plain data): keys, labels and the run."""
         return {
@@ -253,6 +268,7 @@ class TrialSpec:
             "control_key": self.control_key,
             **self.ident.store_fields(),
             "run": self.run,
+            "command": self.command,
         }
 
 
@@ -274,6 +290,12 @@ def _trial(
     cfg: SweepConfig, seed: int, role: identity.Role, arm: dict[str, Any], control_key: str | None
 ) -> TrialSpec:
     d: dict[str, Any] = {**cfg.run, "seed": seed, **arm}
+    if cfg.worker is not None:  # a command: its settings are its own, passed through
+        d.setdefault("compression_kwargs", {})
+        d.setdefault("correction_kwargs", {})
+        command = cfg.worker.model_dump()
+        ident = identity.of_config({**d, "command": command["command"]}, role=role)
+        return TrialSpec(ident=ident, control_key=control_key, run=d, command=command)
     d.setdefault("num_threads", max(1, int(cfg.resources.cpus)))
     if cfg.resources.gpus > 0:
         # Ray sets CUDA_VISIBLE_DEVICES per trial, so "cuda" is the trial's own GPU share

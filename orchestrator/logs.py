@@ -321,3 +321,39 @@ def read_log(path: Path | str) -> MetricsLog:
     return MetricsLog(
         path=stream.path, format=rep.format, rows=rows, ignored=rep.ignored, report=rep
     )
+
+
+class NameMapper:
+    """Adds gapwatch's names to rows of a log written by another trainer
+    (``correction.name_maps``): the source is told from the first row's names, unless
+    given, and kept for the rest of the log."""
+
+    def __init__(self, source: str = "auto") -> None:
+        from correction import name_maps
+
+        if source != "auto" and source not in name_maps.SOURCES:
+            raise LogError(
+                f"unknown metric names {source!r}; valid: auto, {', '.join(name_maps.SOURCES)}"
+            )
+        self.source: str | None = None if source == "auto" else source
+        self.used: dict[str, str] = {}
+        """Foreign name -> gapwatch name, for every mapping applied."""
+
+    def __call__(self, row: dict[str, Any]) -> dict[str, Any]:
+        from correction import name_maps
+
+        if self.source is None:
+            self.source = name_maps.detect(row)
+        table = name_maps.MAPS[self.source]  # type: ignore[index]
+        for name in row:
+            m = table.get(name)
+            if m is not None and name not in self.used and m.name not in row:
+                self.used[name] = m.name
+        return name_maps.mapped(row, self.source)  # type: ignore[arg-type]
+
+    def describe(self) -> str | None:
+        """``TRL's names, mapped: reward -> critic/score/mean, ...`` (None: nothing mapped)."""
+        if not self.used:
+            return None
+        pairs = ", ".join(f"{a} -> {b}" for a, b in self.used.items())
+        return f"{self.source} names, mapped: {pairs}"

@@ -27,7 +27,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from orchestrator import rules as R
-from orchestrator.logs import LogReport, open_log
+from orchestrator.logs import LogReport, NameMapper, open_log
 
 __all__ = ["ReplayResult", "replay", "replay_cli", "ruleset_for"]
 
@@ -52,10 +52,6 @@ class ReplayResult:
             "decisions": [d.to_dict() for d in self.decisions],
             "skipped_rules": list(self.skipped),
         }
-
-
-def _lacks(rule: R.Rule) -> str:
-    return " or ".join(" + ".join(sorted(alt)) for alt in rule.feeds)
 
 
 def replay(
@@ -87,21 +83,8 @@ def replay(
         have_ctl.update(rest)
     if pending is not None:
         have_ctl.update(pending)
-    skipped = _unfed(ruleset, have - {"step"}, None if control is None else have_ctl - {"step"})
+    skipped = ruleset.unfed(have - {"step"}, None if control is None else have_ctl - {"step"})
     return ReplayResult(decisions=decisions, stop=w.first_stop, skipped=skipped)
-
-
-def _unfed(ruleset: R.RuleSet, have: set[str], have_ctl: set[str] | None) -> dict[str, str]:
-    """Rule name -> why the logs could not feed it."""
-    skipped: dict[str, str] = {}
-    for rule in ruleset.rules:
-        if not rule.can_feed(have):
-            skipped[rule.name] = f"log lacks {_lacks(rule)}"
-        elif rule.control_only and have_ctl is None:
-            skipped[rule.name] = "needs the control's log (--control)"
-        elif rule.control_only and not rule.can_feed(have_ctl or set()):
-            skipped[rule.name] = f"control log lacks {_lacks(rule)}"
-    return skipped
 
 
 def ruleset_for(rules: str | None, config: Path | None) -> R.RuleSet:
@@ -148,7 +131,13 @@ def _evidence(ev: dict[str, Any]) -> str:
     return ", ".join(f"{k}={_fmt(v)}" for k, v in ev.items())
 
 
-def _print(res: ReplayResult, log: LogReport, control: LogReport | None, rs: R.RuleSet) -> None:
+def _print(
+    res: ReplayResult,
+    log: LogReport,
+    control: LogReport | None,
+    rs: R.RuleSet,
+    mapped: str | None = None,
+) -> None:
     con = Console(highlight=False, soft_wrap=True)
     con.print(
         f"replay of [bold]{escape(str(log.path))}[/] ({log.format}, {log.steps} steps, "
@@ -159,6 +148,8 @@ def _print(res: ReplayResult, log: LogReport, control: LogReport | None, rs: R.R
             else f" against control {escape(str(control.path))} ({control.steps} steps)"
         )
     )
+    if mapped is not None:
+        con.print(escape(mapped))
     for rep in (log, control):
         if rep is not None and (note := rep.skipped_text()) is not None:
             con.print(f"[yellow]{escape(str(rep.path))}[/]: {escape(note)}")
@@ -220,9 +211,10 @@ def replay_cli(
     rs = ruleset_for(rules, config)
     run = open_log(log)
     ctl = None if control is None else open_log(control)
-    res = replay(run, ctl, rs)
+    names, ctl_names = NameMapper(), NameMapper()
+    res = replay((names(r) for r in run), None if ctl is None else (ctl_names(r) for r in ctl), rs)
     if as_json:
         print(json.dumps(res.to_json(), allow_nan=False))
     else:
-        _print(res, run.report, None if ctl is None else ctl.report, rs)
+        _print(res, run.report, None if ctl is None else ctl.report, rs, names.describe())
     return 0

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator import rules
+from orchestrator.command import command_trainable
 from orchestrator.config import Sweep, TrialSpec, load_sweep_config
 from orchestrator.console import console
 from orchestrator.errors import GapwatchError
@@ -149,7 +150,7 @@ def _find_sweep(st: Any, name: str) -> Any | None:
 
 def _tuner(
     sweep: Sweep,
-    todo: list[TrialSpec],
+    todo: list[dict[str, Any]],
     monitor: Monitor,
     callbacks: list[Any],
     storage: Path,
@@ -164,7 +165,7 @@ def _tuner(
     return tune.Tuner(
         tune.with_resources(train_fn, resources),
         # One grid axis over explicit specs, in order: every control before treatments
-        param_space={"spec": tune.grid_search([s.to_dict() for s in todo])},
+        param_space={"spec": tune.grid_search(todo)},
         tune_config=tune.TuneConfig(num_samples=1, reuse_actors=True),
         run_config=tune.RunConfig(
             name=f"{sweep.config.name}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}",
@@ -206,12 +207,15 @@ def execute_sweep(
     resume: bool,
     storage: Path = RAY_RESULTS,
     live: bool = True,
-    train_fn: Callable[[dict[str, Any]], None] = trainable,
+    train_fn: Callable[[dict[str, Any]], None] | None = None,
 ) -> SweepOutcome:
     """Run (or resume) ``sweep`` and record it; the function tests call.
 
-    ``train_fn`` is the Tune trainable (the built-in worker's by default; tests wrap it).
+    ``train_fn`` is the Tune trainable: by default the built-in worker's, or the command
+    trainable where the sweep names a ``worker: {command: ...}`` (tests wrap them).
     """
+    if train_fn is None:
+        train_fn = trainable if sweep.config.worker is None else command_trainable
     from store import open_store
 
     t0 = time.monotonic()
@@ -276,6 +280,11 @@ def _run(
     cfg = sweep.config
     specs = [s.to_dict() for s in sweep.trials]
     recorder = Recorder(url, sweep_id, specs)
+    # run rows first: a command trial may need its run id ({run_id}) when it starts
+    cwd = os.getcwd()
+    todo_specs = [
+        {**s.to_dict(), "run_id": recorder.run_id(s.trial_key), "workdir": cwd} for s in todo
+    ]
     monitor = Monitor(rules.build(cfg.rules), specs, recorder, stopping=cfg.stopping)
     callbacks: list[Any] = [recorder]
     table = None
@@ -287,7 +296,7 @@ def _run(
         callbacks.append(table)  # after the Recorder: it reads how a trial ended from it
     st.set_sweep_status(sweep_id, "running")
     try:
-        _tuner(sweep, todo, monitor, callbacks, storage, train_fn).fit()
+        _tuner(sweep, todo_specs, monitor, callbacks, storage, train_fn).fit()
     except BaseException:
         st.set_sweep_status(sweep_id, "interrupted")
         raise

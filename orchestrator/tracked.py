@@ -125,6 +125,11 @@ class TrackedRun:
             return self.stop
         return None
 
+    def add(self, step: int, metrics: dict[str, float]) -> None:
+        """More figures for a step already judged (a trainer that logs a step on several
+        lines): stored, not judged again."""
+        self.store.write_steps(self.run_id, [(step, metrics, {})])
+
     def finish(self, error: str | None = None) -> str:
         """Set how the run ended (failed with ``error``; stopped by its first stored stop;
         else completed); returns the status."""

@@ -116,6 +116,8 @@ class RunIdentity:
     thresholds: Mapping[str, Any] = field(default_factory=dict)
     role: Role | None = None
     """None: derived, ``control`` exactly when the codec is dense."""
+    pair: str | None = None
+    """The pair key, where it is not derived (a run trained elsewhere, paired by hand)."""
 
     @property
     def run_role(self) -> Role:
@@ -140,6 +142,8 @@ class RunIdentity:
     @property
     def pair_key(self) -> str:
         """``mul/tiny/s0@1a2b3c4d``: shared by a control and its treatments."""
+        if self.pair is not None:
+            return self.pair
         return f"{self.task}/{self.model}/s{self.seed}@{self.settings}"
 
     @property

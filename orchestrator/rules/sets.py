@@ -41,6 +41,21 @@ class RuleSet:
         ds = self.evaluate(history, control)
         return ds[0] if ds and ds[0].action == "stop" else None
 
+    def unfed(self, have: Iterable[str], have_control: Iterable[str] | None) -> dict[str, str]:
+        """Rule name -> why it cannot decide on a run whose log holds the metric names
+        ``have`` (and whose control's holds ``have_control``; None: no control)."""
+        got, ctl = set(have), None if have_control is None else set(have_control)
+        out: dict[str, str] = {}
+        for rule in self.rules:
+            lacks = " or ".join(" + ".join(sorted(alt)) for alt in rule.feeds)
+            if not rule.can_feed(got):
+                out[rule.name] = f"log lacks {lacks}"
+            elif rule.control_only and ctl is None:
+                out[rule.name] = "needs the control's log (--control)"
+            elif rule.control_only and not rule.can_feed(ctl or set()):
+                out[rule.name] = f"control log lacks {lacks}"
+        return out
+
     def select(self, only: Iterable[str]) -> RuleSet:
         """The rules named in ``only`` (registered names; unknown ones fail listing valid)."""
         wanted = list(only)

@@ -1,0 +1,203 @@
+"""Sweeps of any trainer: a Ray Tune trial that runs a command and follows its log.
+
+A sweep YAML with ``worker: {command: [...], log: ..., format: ...}`` runs that command in
+each trial instead of the built-in worker. ``command_trainable`` fills the trial's values
+into the command, its log path and its environment (``{seed}``, ``{codec}``,
+``{correction}``, each strength and threshold by its name, ``{trial_dir}``,
+``{trial_key}``, ``{run_id}``, ``{workdir}``: where ``gapwatch sweep`` was started,
+``{python}``: its interpreter, and the ``run:`` settings), starts it in ``{workdir}``, in
+its own process group, with the GPUs Ray gave the trial, follows its log (``orchestrator.follow``) and reports each step with
+``tune.report``, so the sweep's Monitor, Recorder, resume and UI treat it like a
+built-in trial.
+
+How a trainer process ends with its trial:
+
+- a stop (the Monitor's) ends the trial's thread; its ``finally`` SIGTERMs the process
+  group, then SIGKILLs it after ``grace`` seconds;
+- a trainer that exits non-zero fails the trial with the last lines of its stderr;
+- the trainer is started under a parent-death signal (``PR_SET_PDEATHSIG``, SIGKILL): if
+  the trial's process dies (a killed driver takes Ray's workers with it), so does the
+  trainer, with no one left to clean up.
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import Field, field_validator
+
+from orchestrator.follow import FOLLOW_FORMATS, LogFollower
+from orchestrator.logs import NameMapper
+from orchestrator.trainable import pack
+from workers.validation import Float, Strict
+
+# Started in the child before the trainer: set its parent-death signal to SIGKILL, then
+# become the trainer (prctl(PR_SET_PDEATHSIG=1, SIGKILL=9); a parent already gone: exit).
+_PDEATHSIG = (
+    "import ctypes, os, sys; ctypes.CDLL(None).prctl(1, 9); "
+    "os.getppid() == int(sys.argv[1]) or sys.exit(1); os.execvp(sys.argv[2], sys.argv[2:])"
+)
+
+
+class CommandWorker(Strict):
+    """``worker:`` in a sweep YAML: the command every trial runs, and the log it writes."""
+
+    command: list[str] = Field(min_length=1)
+    """The trainer's argv; ``{name}`` placeholders are filled per trial."""
+    log: str = "{trial_dir}/metrics.jsonl"
+    """Where the trainer writes its metrics log (placeholders filled)."""
+    format: str = "auto"
+    """The log's format: auto, jsonl, verl, csv, trl (``trainer_state.json``)."""
+    names: str = "auto"
+    """Whose metric names it uses: auto, gapwatch, verl, trl."""
+    env: dict[str, str] = Field(default_factory=dict)
+    """Environment variables for the trainer (placeholders filled)."""
+    defaults: dict[str, str | int | float] = Field(default_factory=dict)
+    """Values for placeholders a trial does not set (the dense control has no codec
+    strength or threshold: ``{keep: 1.0}``)."""
+    values: dict[str, dict[str, str]] = Field(default_factory=dict)
+    """Per placeholder, values to write differently for the trainer, e.g.
+    ``{correction: {none: "null"}}`` for a Hydra override."""
+    grace: Float = Field(default=10.0, ge=0)
+    """Seconds between SIGTERM and SIGKILL when a trial ends."""
+    wait: Float = Field(default=600.0, gt=0)
+    """Seconds to wait for the log to appear before the trial fails."""
+
+    @field_validator("format")
+    @classmethod
+    def _format(cls, v: str) -> str:
+        if v not in FOLLOW_FORMATS:
+            raise ValueError(f"unknown format {v!r}; valid: {', '.join(FOLLOW_FORMATS)}")
+        return v
+
+
+@dataclass
+class _Step:
+    step: int
+    metrics: dict[str, float]
+    distributions: dict[str, Any]
+
+
+def fill(template: str, values: dict[str, Any]) -> str:
+    """``template`` with ``{name}`` placeholders filled; an unknown name fails naming the
+    known ones."""
+    try:
+        return template.format(**values)
+    except KeyError as exc:
+        raise ValueError(
+            f"{template!r}: no value for {{{exc.args[0]}}}; valid: "
+            + ", ".join("{" + k + "}" for k in sorted(values))
+        ) from None
+
+
+def placeholders(spec: dict[str, Any], trial_dir: str) -> dict[str, Any]:
+    """The values a trial fills into its command: its run settings, its arm (seed, codec,
+    correction, each strength and threshold by name), its directory and keys."""
+    run = spec["run"]
+    plain = {k: v for k, v in run.items() if isinstance(v, str | int | float)}
+    return {
+        **plain,
+        "seed": run["seed"],
+        "codec": run["compression"],
+        "correction": run["correction"],
+        **run["compression_kwargs"],
+        **run["correction_kwargs"],
+        "trial_dir": trial_dir,
+        "trial_key": spec["trial_key"],
+        "run_id": spec.get("run_id", ""),
+        "workdir": spec.get("workdir", os.getcwd()),
+        "python": sys.executable,
+    }
+
+
+def gpu_env() -> dict[str, str]:
+    """``CUDA_VISIBLE_DEVICES`` for the GPUs Ray assigned this trial (none: empty)."""
+    import ray
+
+    try:
+        ids = ray.get_gpu_ids()
+    except Exception:  # noqa: BLE001 - outside a Ray worker: no assignment
+        return {}
+    return {"CUDA_VISIBLE_DEVICES": ",".join(str(int(i)) for i in ids)}
+
+
+def start(
+    argv: list[str], env: dict[str, str], out_dir: Path, cwd: Path
+) -> subprocess.Popen[bytes]:
+    """Start the trainer in ``cwd``, in its own process group, dying with this process;
+    its stdout and stderr go to ``out_dir``."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    stdout = (out_dir / "trainer.stdout").open("ab")
+    stderr = (out_dir / "trainer.stderr").open("ab")
+    wrapped = [sys.executable, "-c", _PDEATHSIG, str(os.getpid()), *argv]
+    try:
+        return subprocess.Popen(
+            wrapped, env=env, stdout=stdout, stderr=stderr, start_new_session=True, cwd=cwd,
+        )  # fmt: skip
+    finally:
+        stdout.close()
+        stderr.close()
+
+
+def stderr_tail(out_dir: Path, lines: int = 3) -> str:
+    """The last lines of the trainer's stderr, as one line."""
+    path = out_dir / "trainer.stderr"
+    try:
+        with path.open(errors="replace") as fh:
+            tail = collections.deque((ln.strip() for ln in fh if ln.strip()), maxlen=lines)
+    except OSError:
+        return "(no stderr)"
+    return " | ".join(tail) or "(stderr empty)"
+
+
+def command_trainable(config: dict[str, Any]) -> None:
+    """One Tune trial of a command trainer (see the module docstring)."""
+    from ray import tune
+
+    from orchestrator.watch import end_process_group
+
+    spec = config["spec"]
+    worker = CommandWorker.model_validate(spec["command"])
+    trial_dir = Path(tune.get_context().get_trial_dir() or os.getcwd())
+    values = {**worker.defaults, **placeholders(spec, str(trial_dir))}
+    for name, table in worker.values.items():
+        if str(values.get(name)) in table:
+            values[name] = table[str(values[name])]
+    argv = [fill(a, values) for a in worker.command]
+    log = Path(fill(worker.log, values))
+    env = {**os.environ, **{k: fill(v, values) for k, v in worker.env.items()}, **gpu_env()}
+    proc = start(argv, env, trial_dir, Path(values["workdir"]))
+    follower = LogFollower(log, worker.format)
+    names = NameMapper(worker.names)
+    key = spec["trial_key"]
+    t0 = time.monotonic()
+    try:
+        while True:
+            done = proc.poll() is not None
+            if follower.exists():
+                for s in follower.close() if done else follower.poll():
+                    row = names({"step": s.step, **s.metrics})
+                    metrics = {k: v for k, v in row.items() if k != "step"}
+                    tune.report(pack(key, _Step(s.step, metrics, {})))
+            elif time.monotonic() - t0 > worker.wait and not done:
+                raise RuntimeError(f"trainer wrote no log at {log} within {worker.wait:g} s")
+            if done:
+                break
+            time.sleep(0.1)
+        if proc.returncode != 0:
+            raise RuntimeError(
+                f"trainer exited with code {proc.returncode}: {stderr_tail(trial_dir)}"
+            )
+        if not follower.exists():
+            raise RuntimeError(f"trainer exited without writing its log {log}")
+    finally:
+        # the trainer's own session: its group's id is its pid, also once it has exited
+        end_process_group(proc.pid, worker.grace, pgid=proc.pid)
+        proc.wait()

@@ -1,0 +1,321 @@
+"""``gapwatch watch LOG``: follow a run that another program is training, and stop it.
+
+The trainer (verl, TRL, anything that writes a metrics log) writes; this process follows
+the log (``orchestrator.follow``), adds gapwatch's names to foreign ones
+(``correction.name_maps``), and puts each step into the store as a run (a
+``TrackedRun``: it shows live in the UI, beside its control if one is given) while the
+rules judge it step by step. On the first stop it stores the decision with its evidence,
+then acts: ``--pid`` sends SIGTERM to the trainer's process group (SIGKILL after
+``--grace`` seconds), ``--on-stop`` runs a command (``ray job stop ...``,
+``scancel ...``). When the trainer finishes (``--pid`` gone, or no new line for
+``--idle`` seconds) the run is marked completed.
+
+Exit status: 0 the run ended with no stop; 3 a rule stopped it (and the stop was carried
+out, if one was asked for); 4 a rule stopped it but carrying the stop out failed; 2 bad
+input (one ``error:`` line); 130 interrupted.
+
+Call :func:`watch` with :class:`WatchOptions`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from orchestrator.errors import GapwatchError
+from orchestrator.follow import FOLLOW_FORMATS, LogFollower, Step
+from orchestrator.logs import LogError, NameMapper
+from orchestrator.rules import Decision, RuleSet
+from orchestrator.tracked import TrackedRun
+from store import Store, identity
+
+EXIT_DONE, EXIT_STOPPED, EXIT_STOP_FAILED = 0, 3, 4
+WATCH_SWEEP = "watch"
+"""The sweep that holds followed runs unless ``--sweep`` names another."""
+
+
+@dataclass
+class WatchOptions:
+    """Everything ``gapwatch watch`` takes (the CLI's flags, one docstring each)."""
+
+    log: Path
+    """The metrics log the trainer writes (it may not exist yet)."""
+    control: str | None = None
+    """The paired control: another log (followed too) or a stored run id."""
+    sweep: str = WATCH_SWEEP
+    """The store's sweep the run goes into."""
+    name: str | None = None
+    """The run's name in that sweep (its trial key); default: the log file's stem."""
+    fmt: str = "auto"
+    """``auto``, ``jsonl``, ``verl``, ``csv`` or ``trl`` (``trainer_state.json``)."""
+    names: str = "auto"
+    """Whose metric names the log uses: ``auto``, ``gapwatch``, ``verl``, ``trl``."""
+    ruleset: RuleSet | None = None
+    """The rules (None: every rule with its defaults)."""
+    from_start: bool = True
+    """Read the log from its start (False: only what is written from now on)."""
+    pid: int | None = None
+    """The trainer's process: its group is ended on a stop; its end ends the run."""
+    grace: float = 10.0
+    """Seconds between SIGTERM and SIGKILL."""
+    on_stop: str | None = None
+    """A shell command run on a stop (env: GAPWATCH_RUN_ID, _STOP_RULE, _STOP_STEP)."""
+    idle: float | None = 600.0
+    """Seconds with no new line after which the trainer is taken to have finished."""
+    wait: float = 120.0
+    """Seconds to wait for the log to appear."""
+    poll: float = 0.1
+    """Seconds between reads of the log."""
+    role: str = "treatment"
+    """The run's role (``control`` or ``treatment``)."""
+    seed: int = 0
+    codec: str = "unknown"
+    """A label for the trainer's compression (shown in the UI)."""
+    correction: str = "unknown"
+    """A label for its correction strategy."""
+    say: Any = field(default=print)
+    """Where progress lines go."""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # a zombie (exited, not yet reaped by its parent) is gone for our purposes
+    with contextlib.suppress(OSError):
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        return state != "Z"
+    return True
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def end_process_group(pid: int, grace: float, *, pgid: int | None = None) -> str:
+    """SIGTERM the process group of ``pid`` (or ``pgid``, known where ``pid`` may be gone
+    and its group not), SIGKILL it after ``grace`` s; what happened.
+
+    Where ``pid`` shares this process's own group (a script that ran ``trainer &``), only
+    ``pid`` is signalled, so the watcher does not end itself."""
+    if pgid is None:
+        try:
+            pgid = os.getpgid(pid)
+        except ProcessLookupError:
+            return f"process {pid} had already exited"
+    own = pgid == os.getpgid(0)
+    send = (lambda sig: os.kill(pid, sig)) if own else (lambda sig: os.killpg(pgid, sig))
+    alive = (lambda: _alive(pid)) if own else (lambda: _group_alive(pgid))
+    what = f"process {pid}" if own else f"process group {pgid}"
+    with contextlib.suppress(ProcessLookupError):
+        send(signal.SIGTERM)
+    t0 = time.monotonic()
+    while alive() and time.monotonic() - t0 < grace:
+        time.sleep(0.05)
+    if not alive():
+        return f"{what} ended by SIGTERM in {time.monotonic() - t0:.1f} s"
+    with contextlib.suppress(ProcessLookupError):
+        send(signal.SIGKILL)
+    return f"{what} did not end within {grace:g} s of SIGTERM; sent SIGKILL"
+
+
+def _identity(opts: WatchOptions, name: str, pair: str | None) -> identity.RunIdentity:
+    role = opts.role if opts.role in ("control", "treatment") else "treatment"
+    return identity.RunIdentity(
+        seed=opts.seed, task="watch", model=name, settings="external", codec=opts.codec,
+        correction=opts.correction, role=role, pair=pair or f"watch/{name}",  # type: ignore[arg-type]
+    )  # fmt: skip
+
+
+class _Control:
+    """The paired control: a log followed beside the run (and stored as its own run), or
+    a stored run (through the run's ControlFeed)."""
+
+    def __init__(self, opts: WatchOptions, st: Store, sweep_id: int, ruleset: RuleSet | None):
+        self.follower: LogFollower | None = None
+        self.run_id: int | None = None
+        self.pair: str | None = None
+        self.tracked: TrackedRun | None = None
+        spec = opts.control
+        if spec is None:
+            return
+        if spec.isdigit():
+            row = st.run(int(spec))  # a StoreError names a run that is not there
+            self.run_id, self.pair = int(row.id), row.pair_key
+            return
+        path = Path(spec)
+        name = f"{path.stem}-control"
+        self.pair = f"watch/{name}"
+        self.follower = LogFollower(path, opts.fmt, from_start=True)
+        ident = identity.RunIdentity(
+            seed=opts.seed, task="watch", model=name, settings="external", role="control",
+            pair=self.pair,
+        )  # fmt: skip
+        config = {"source": "watch", "log": str(path), "format": opts.fmt}
+        self.tracked = TrackedRun(st, sweep_id, name, ident, config, None)
+        self.names = NameMapper(opts.names)
+
+    def catch_up(self, run: TrackedRun, step: int) -> None:
+        """Read the control log and hand the run's watcher its steps up to ``step``."""
+        if self.follower is None or self.tracked is None or not self.follower.exists():
+            return
+        for s in self.follower.poll():
+            self._take(run, s)
+
+    def _take(self, run: TrackedRun, s: Step) -> None:
+        assert self.tracked is not None
+        row = self.names({"step": s.step, **s.metrics})
+        metrics = {k: v for k, v in row.items() if k != "step"}
+        if s.addition:
+            self.tracked.add(s.step, metrics)
+            return
+        self.tracked.step(s.step, metrics)
+        if run.watcher is not None:
+            run.watcher.control(row)
+
+    def finish(self, run: TrackedRun) -> None:
+        if self.follower is not None and self.tracked is not None:
+            if self.follower.exists():
+                for s in self.follower.close():
+                    self._take(run, s)
+            self.tracked.finish()
+
+
+def watch(opts: WatchOptions, db_url: str | None) -> int:
+    """Follow ``opts.log`` into the store, judge it, act on a stop; the exit status."""
+    from store import open_store
+
+    if opts.fmt not in FOLLOW_FORMATS:
+        raise GapwatchError(f"unknown log format {opts.fmt!r}; valid: {', '.join(FOLLOW_FORMATS)}")
+    if opts.pid is not None and not _alive(opts.pid):
+        raise GapwatchError(
+            f"--pid {opts.pid}: no such process (it has exited or never ran); give the "
+            "trainer's pid, or leave --pid out"
+        )
+    follower = LogFollower(opts.log, opts.fmt, from_start=opts.from_start)
+    say = opts.say
+    t0 = time.monotonic()
+    if not follower.exists():
+        say(f"waiting for {opts.log} to appear (up to {opts.wait:g} s)")
+    while not follower.exists():
+        if time.monotonic() - t0 > opts.wait:
+            raise GapwatchError(
+                f"log {opts.log} did not appear within {opts.wait:g} s; check the path the "
+                "trainer writes to, or wait longer with --wait"
+            )
+        if opts.pid is not None and not _alive(opts.pid):
+            raise GapwatchError(f"the trainer (pid {opts.pid}) ended before {opts.log} appeared")
+        time.sleep(opts.poll)
+
+    st = open_store(db_url)
+    sweep_id = st.ensure_sweep(opts.sweep, "runs followed with `gapwatch watch LOG`")
+    control = _Control(opts, st, sweep_id, opts.ruleset)
+    name = opts.name or opts.log.stem
+    config = {"source": "watch", "log": str(opts.log), "format": opts.fmt, "control": opts.control}
+    run = TrackedRun(
+        st, sweep_id, name, _identity(opts, name, control.pair), config, opts.ruleset,
+        control_run=control.run_id,
+    )  # fmt: skip
+    say(f"following {opts.log} as run {run.run_id} ({name}) in {st.url_display}")
+    names = NameMapper(opts.names)
+    told = False
+    last_line = time.monotonic()
+    try:
+        while True:
+            steps = follower.poll()
+            if steps:
+                last_line = time.monotonic()
+            for s in steps:
+                stop = _take(run, control, names, s)
+                if not told:
+                    told = _tell_feeds(run, names, say, opts.control is not None)
+                if stop is not None:
+                    return _act(opts, st, run, control, stop)
+            if opts.pid is not None and not _alive(opts.pid):
+                say(f"the trainer (pid {opts.pid}) has ended")
+                break
+            if opts.idle is not None and time.monotonic() - last_line > opts.idle:
+                say(f"no new line for {opts.idle:g} s: taking the run as finished")
+                break
+            time.sleep(opts.poll)
+        for s in follower.close():
+            stop = _take(run, control, names, s)
+            if stop is not None:
+                return _act(opts, st, run, control, stop)
+    except KeyboardInterrupt:
+        say(f"interrupted: run {run.run_id} stays 'running' in the store")
+        raise
+    except LogError as exc:
+        run.finish(error=f"log unreadable: {' '.join(str(exc).split())}")
+        control.finish(run)
+        raise
+    if follower.half_line is not None:
+        say(f"ignored a half-written last line: {follower.half_line!r}")
+    if (note := follower.report.skipped_text()) is not None:
+        say(note)
+    control.finish(run)
+    status = run.finish()
+    say(f"run {run.run_id} {status}: {run.steps} steps, no rule stopped it")
+    return EXIT_DONE
+
+
+def _take(run: TrackedRun, control: _Control, names: NameMapper, s: Step) -> Decision | None:
+    row = names({"step": s.step, **s.metrics})
+    metrics = {k: v for k, v in row.items() if k != "step"}
+    if s.addition:
+        run.add(s.step, metrics)
+        return None
+    control.catch_up(run, s.step)
+    return run.step(s.step, metrics)
+
+
+def _tell_feeds(run: TrackedRun, names: NameMapper, say: Any, has_control: bool) -> bool:
+    """Say, once, which names were mapped and which rules this log cannot feed (judged
+    from its first step; a control is taken to log what the run logs)."""
+    if run.watcher is None:
+        return True
+    if (m := names.describe()) is not None:
+        say(m)
+    rs = RuleSet(run.watcher.rules)
+    have = set(run.store.metric_names(run.run_id))
+    for rule, why in rs.unfed(have, have if has_control else None).items():
+        say(f"rule {rule} cannot decide on this log: {why}")
+    return True
+
+
+def _act(opts: WatchOptions, st: Store, run: TrackedRun, control: _Control, stop: Decision) -> int:
+    """Record the end, then carry the stop out; the exit status."""
+    ev = ", ".join(f"{k}={v}" for k, v in stop.evidence.items())
+    opts.say(f"stop: {stop.rule} at step {stop.step} ({ev})")
+    control.finish(run)
+    run.finish()
+    code = EXIT_STOPPED
+    if opts.pid is not None:
+        opts.say(end_process_group(opts.pid, opts.grace))
+    if opts.on_stop:
+        env = {
+            **os.environ,
+            "GAPWATCH_RUN_ID": str(run.run_id),
+            "GAPWATCH_STOP_RULE": stop.rule,
+            "GAPWATCH_STOP_STEP": str(stop.step),
+        }
+        res = subprocess.run(opts.on_stop, shell=True, env=env, check=False)
+        if res.returncode != 0:
+            opts.say(f"--on-stop command exited with {res.returncode}")
+            code = EXIT_STOP_FAILED
+    return code
