@@ -41,7 +41,9 @@ def prompts(n: int, seed: int) -> list[dict[str, str]]:
         task = env.sample_task(rng)
         a, b = task.operands
         call = f"<call>{a}*{b}</call>"
-        rows.append({"prompt": task.prompt + call + observation_text(task.answer), "answer": task.answer})
+        rows.append(
+            {"prompt": task.prompt + call + observation_text(task.answer), "answer": task.answer}
+        )
     return rows
 
 
@@ -94,11 +96,17 @@ def main() -> int:
     ap.add_argument("--correction", default="none", help="a label for the run (see above)")
     ap.add_argument("--lr", type=float, default=2e-4)
     ap.add_argument("--out", default="trl-out", help="TRL's output_dir")
-    ap.add_argument("--db", default=None, help="store URL (default: $GAPWATCH_DB_URL or ./gapwatch.db)")
+    ap.add_argument(
+        "--db", default=None, help="store URL (default: $GAPWATCH_DB_URL or ./gapwatch.db)"
+    )
     ap.add_argument("--name", default=None)
     ap.add_argument("--log", default=None, help="also write each step here as JSONL")
     ap.add_argument("--no-store", action="store_true", help="write --log only (a sweep follows it)")
-    ap.add_argument("--rules", default=None, help="YAML mapping of rule settings, e.g. '{score_collapse: {k: 1}}'")
+    ap.add_argument(
+        "--rules",
+        default=None,
+        help="YAML mapping of rule settings, e.g. '{score_collapse: {k: 1}}'",
+    )
     args = ap.parse_args()
 
     import torch
@@ -133,7 +141,9 @@ def main() -> int:
         train_dataset=Dataset.from_list(prompts(256, args.seed)), callbacks=[callback],
     )  # fmt: skip
     trainer.train()
-    where = f" (stopped by {callback.stop.rule} at step {callback.stop.step})" if callback.stop else ""
+    where = (
+        f" (stopped by {callback.stop.rule} at step {callback.stop.step})" if callback.stop else ""
+    )
     print(f"trained {trainer.state.global_step} steps{where}", flush=True)
     return 0
 

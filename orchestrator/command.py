@@ -186,6 +186,8 @@ def command_trainable(config: dict[str, Any]) -> None:
                     row = names({"step": s.step, **s.metrics})
                     metrics = {k: v for k, v in row.items() if k != "step"}
                     tune.report(pack(key, _Step(s.step, metrics, {})))
+                if follower.error is not None:
+                    raise follower.error
             elif time.monotonic() - t0 > worker.wait and not done:
                 raise RuntimeError(f"trainer wrote no log at {log} within {worker.wait:g} s")
             if done:

@@ -65,6 +65,8 @@ class LogFollower:
         self.report = LogReport(self.path)
         self.half_line: str | None = None
         """A last line that never got its newline and did not parse (set by close)."""
+        self.error: LogError | None = None
+        """A line that could not be read: the steps before it were given; nothing after."""
         self._fh: Any = None
         self._ino: int | None = None
         self._partial = b""
@@ -146,6 +148,7 @@ class LogFollower:
         return Step(int(row["step"]), {k: v for k, v in row.items() if k != "step"})
 
     def _lines(self, data: bytes, out: list[Step]) -> None:
+        """Complete lines to steps, up to a line that cannot be read (``self.error``)."""
         buf = self._partial + data
         *complete, self._partial = buf.split(b"\n")
         for raw in complete:
@@ -153,13 +156,19 @@ class LogFollower:
             text = raw.decode("utf-8", errors="replace")
             if not text.strip():
                 continue
-            fmt = self._format_of(text)
-            entry = parse_line(text, fmt, f"{self.path} line {self._lineno}")
+            try:
+                entry = parse_line(text, self._format_of(text), f"{self.path} line {self._lineno}")
+            except LogError as exc:
+                self.error = exc
+                return
             if entry is not None:
                 self._take(entry, f"line {self._lineno}", out)
 
     def poll(self) -> list[Step]:
-        """The steps completed since the last poll (empty while the trainer pauses)."""
+        """The steps completed since the last poll (empty while the trainer pauses). After
+        a line that cannot be read, ``error`` is set and nothing more is read."""
+        if self.error is not None:
+            return []
         if self.fmt == "trl":
             return self._poll_trl()
         out: list[Step] = []
@@ -178,13 +187,12 @@ class LogFollower:
         """The trainer has finished: what is left (a last line without its newline, the
         CSV step being read)."""
         out = [] if self.fmt == "trl" else self.poll()
-        if self.fmt != "trl" and self._partial.strip():
+        if self.fmt != "trl" and self._partial.strip() and self.error is None:
             text = self._partial.decode("utf-8", errors="replace")
             self._partial = b""
-            try:
-                self._lines(text.encode() + b"\n", out)
-            except LogError:
-                self.half_line = text[:80]
+            self._lines(text.encode() + b"\n", out)
+            if self.error is not None:  # a line cut off for good: said, not fatal
+                self.error, self.half_line = None, text[:80]
         if self.fmt == "csv" and (done := self._csv.finish()) is not None:
             out.append(self._step_of(done))
         if self._fh is not None:

@@ -98,13 +98,24 @@ def _alive(pid: int) -> bool:
 
 
 def _group_alive(pgid: int) -> bool:
+    """Whether a live (not zombie) process is in group ``pgid``."""
     try:
         os.killpg(pgid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         return True
-    return True
+    proc = Path("/proc")
+    if not proc.is_dir():
+        return True
+    for d in proc.iterdir():
+        if not d.name.isdigit():
+            continue
+        with contextlib.suppress(OSError, IndexError, ValueError):
+            fields = (d / "stat").read_text().rsplit(")", 1)[1].split()
+            if int(fields[2]) == pgid and fields[0] != "Z":  # state, ppid, pgrp
+                return True
+    return False
 
 
 def end_process_group(pid: int, grace: float, *, pgid: int | None = None) -> str:
@@ -246,6 +257,8 @@ def watch(opts: WatchOptions, db_url: str | None) -> int:
                     told = _tell_feeds(run, names, say, opts.control is not None)
                 if stop is not None:
                     return _act(opts, st, run, control, stop)
+            if follower.error is not None:
+                raise follower.error
             if opts.pid is not None and not _alive(opts.pid):
                 say(f"the trainer (pid {opts.pid}) has ended")
                 break

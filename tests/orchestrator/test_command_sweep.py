@@ -1,0 +1,130 @@
+"""Sweeps of a command trainer on a real local Ray: the TRL example end to end (pairs per
+seed, a stopped treatment whose process group is gone), a trainer that fails at once, and
+a killed driver that leaves no trainer running."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from orchestrator.config import load_sweep_config, parse_sweep_config
+from orchestrator.sweep import execute_sweep
+from store import open_store
+
+ROOT = Path(__file__).resolve().parents[2]
+GAPWATCH = Path(sys.executable).with_name("gapwatch")
+
+# A trainer stand-in: writes a step every 0.2 s to the log it is given; --fail exits at once
+TRAINER = """
+import json, sys, time
+log, marker = sys.argv[1], sys.argv[2]
+if "--fail" in sys.argv:
+    print("loading the model...", file=sys.stderr)
+    print("CUDA error: out of memory", file=sys.stderr)
+    sys.exit(3)
+with open(log, "a") as f:
+    for s in range(1, 1000):
+        f.write(json.dumps({"step": s, "critic/score/mean": 0.5}) + "\\n")
+        f.flush()
+        time.sleep(0.2)
+"""
+
+
+def _procs(marker: str) -> list[str]:
+    """Command lines of live processes that carry ``marker``."""
+    out = subprocess.run(["ps", "-eww", "-o", "stat=,args="], capture_output=True, text=True).stdout
+    return [ln for ln in out.splitlines() if marker in ln and not ln.lstrip().startswith("Z")
+            and "ps -eww" not in ln]  # fmt: skip
+
+
+def _stand_in(tmp_path: Path, marker: str, *extra: str) -> dict[str, object]:
+    script = tmp_path / "trainer.py"
+    script.write_text(TRAINER)
+    return {
+        "name": f"cmd-{marker}",
+        "seeds": [0],
+        "steps": 5,
+        "compression": [{"codec": "fake", "level": 1}],
+        "correction": ["none"],
+        "stopping": False,
+        "worker": {
+            "command": ["{python}", str(script), "{trial_dir}/m.jsonl", marker, *extra],
+            "log": "{trial_dir}/m.jsonl",
+            "grace": 2,
+        },
+    }
+
+
+@pytest.mark.slow
+def test_the_trl_example_sweep_stops_the_treatment_and_leaves_nothing_running(
+    tmp_path: Path,
+) -> None:
+    pytest.importorskip("trl")
+    sweep = load_sweep_config(ROOT / "examples" / "sweep-trl.yaml", ["seeds=[0]", "steps=6"])
+    url = f"sqlite:///{tmp_path}/trl.db"
+    out = execute_sweep(
+        sweep, db_url=url, address=None, resume=False, storage=tmp_path / "ray", live=False
+    )
+    assert out.status == "completed"
+    st = open_store(url)
+    runs = {r.trial_id: r for r in st.runs(sweep_id=out.sweep_id)}
+    ctrl, treat = runs["s0-control"], runs["s0-topk_keep0.05-none"]
+    assert ctrl.pair_key == treat.pair_key and (ctrl.role, treat.role) == ("control", "treatment")
+    assert ctrl.status == "completed" and [h["step"] for h in st.history(ctrl.id)] == list(
+        range(1, 7)
+    )
+    # the compressed policy writes garbage: every completion runs to the length budget
+    assert treat.status == "stopped" and treat.stop_step is not None and treat.stop_step < 6
+    assert max(h["step"] for h in st.history(treat.id)) == treat.stop_step
+    time.sleep(1)
+    assert _procs("examples/trl_grpo.py") == [], "a TRL trainer outlived its trial"
+
+
+@pytest.mark.slow
+def test_a_trainer_that_fails_at_once_fails_its_trial_with_its_stderr(tmp_path: Path) -> None:
+    cfg = _stand_in(tmp_path, "failing-marker", "--fail")
+    url = f"sqlite:///{tmp_path}/f.db"
+    out = execute_sweep(
+        parse_sweep_config(cfg), db_url=url, address=None, resume=False,
+        storage=tmp_path / "ray", live=False,
+    )  # fmt: skip
+    st = open_store(url)
+    runs = st.runs(sweep_id=out.sweep_id)
+    assert {r.status for r in runs} == {"failed"}
+    err = runs[0].error or ""
+    assert "trainer exited with code 3" in err and "CUDA error: out of memory" in err
+    assert "\n" not in err
+
+
+@pytest.mark.slow
+def test_a_killed_driver_leaves_no_trainer_running(tmp_path: Path) -> None:
+    marker = f"orphan-marker-{os.getpid()}"
+    cfg = _stand_in(tmp_path, marker)
+    cfg["steps"] = 500
+    path = tmp_path / "sweep.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    driver = subprocess.Popen(
+        [str(GAPWATCH), "sweep", str(path), "--db", f"sqlite:///{tmp_path}/k.db"],
+        cwd=tmp_path, stdout=(tmp_path / "driver.log").open("w"), stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )  # fmt: skip
+    try:
+        t0 = time.monotonic()
+        while len(_procs(marker)) < 2 and time.monotonic() - t0 < 120:
+            time.sleep(0.5)
+        shown = (tmp_path / "driver.log").read_text()[-2000:]
+        assert len(_procs(marker)) == 2, f"both trainers should be running: {shown}"
+    finally:
+        os.killpg(driver.pid, signal.SIGKILL)  # the driver and Ray's processes it started
+        driver.wait()
+    t0 = time.monotonic()
+    while _procs(marker) and time.monotonic() - t0 < 30:
+        time.sleep(0.5)
+    assert _procs(marker) == [], "a trainer outlived the killed driver"
