@@ -26,6 +26,7 @@ ORDER = [
     "worker_bench",
     "sweep_bench",
     "pipeline_bench",
+    "watch_bench",
     "ui_bench",
 ]
 
