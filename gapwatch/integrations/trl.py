@@ -19,7 +19,6 @@ is never imported here, so the callback serves any Trainer.
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 from typing import Any
 
@@ -118,7 +117,8 @@ class GapwatchCallback(TrainerCallback):  # type: ignore[misc]
             return
         if self.log_path is not None:
             with self.log_path.open("a", encoding="utf-8") as fh:
-                fh.write(json.dumps({"step": step, **_json_safe(numbers)}) + "\n")
+                # NaN and infinities as the JSON tokens Python and gapwatch's readers take
+                fh.write(json.dumps({"step": step, **numbers}) + "\n")
         if self.run is None:
             return
         row = self.names({"step": step, **numbers})
@@ -135,8 +135,3 @@ class GapwatchCallback(TrainerCallback):  # type: ignore[misc]
     def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         if self.run is not None:
             self.run.finish()
-
-
-def _json_safe(metrics: dict[str, float]) -> dict[str, Any]:
-    """NaN and infinities as strict JSON cannot hold them: as strings a reader reports."""
-    return {k: (v if math.isfinite(v) else str(v)) for k, v in metrics.items()}

@@ -6,6 +6,7 @@ Conventions: see ``orchestrator.rules``.
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections import deque
 from collections.abc import Iterable
@@ -392,3 +393,55 @@ class GapVsControl(Rule):
                 return Decision("warn", self.name, int(state.first["step"]), ev)
             return self._go_on(step)
         return self._go_on(step)
+
+
+NON_FINITE_WATCHED: tuple[str, ...] = (
+    N.SCORE_MEAN, N.PG_LOSS, "loss", N.GRAD_NORM, N.PROBS_DIFF_MEAN, N.ABS_LOG_RATIO_MEAN,
+)  # fmt: skip
+"""The score, the loss (gapwatch's and a Trainer's ``loss``), the gradient norm and the gap."""
+
+
+@dataclass
+class NonFiniteState(Streak):
+    """Steps in a row with a non-finite figure, and those figures at the latest."""
+
+    bad: dict[str, str] = field(default_factory=dict)
+
+
+@register("non_finite")
+@checked(frozen=True, kw_only=True, config=CHECKED)
+class NonFinite(Rule):
+    """Stop after ``k`` steps in a row in which any watched figure (``names``: the score,
+    the loss, the gradient norm, the gap) is NaN or infinite.
+
+    The one rule that reads non-finite values instead of passing over them: a NaN loss or
+    an infinite gradient norm is among the most reported RL failures, and every other rule
+    treats such a step as "not crossing", so without this rule a blown-up run goes on.
+    Figures a step does not have are not counted."""
+
+    feeds = tuple(frozenset({n}) for n in NON_FINITE_WATCHED)
+
+    k: Int = Field(default=1, ge=1)
+    """Steps in a row needed. One: a NaN does not heal, and the optimiser state it has
+    already poisoned makes every later step meaningless."""
+    names: tuple[str, ...] = NON_FINITE_WATCHED
+    """The figures watched."""
+    grace: Int = Field(default=0, ge=0)
+
+    def start(self) -> NonFiniteState:
+        return NonFiniteState()
+
+    def update(self, state: NonFiniteState, row: Row, control: ControlView, step: int) -> None:
+        bad = {}
+        for nm in self.names:
+            v = row.get(nm)
+            if isinstance(v, float) and not math.isfinite(v):
+                bad[nm] = "nan" if v != v else ("inf" if v > 0 else "-inf")
+        state.bad = bad
+        state.n = state.n + 1 if bad else 0
+
+    def decide(self, state: NonFiniteState, row: Row, control: ControlView, step: int) -> Decision:
+        if state.n < self.k:
+            return self._go_on(step)
+        ev: Evidence = {**state.bad, "k": self.k, "streak": state.n}
+        return Decision("stop", self.name, step, ev)

@@ -190,12 +190,21 @@ def test_missing_file_or_directory(tmp_path: Path) -> None:
 # --- replay semantics --------------------------------------------------------------------
 
 
+def test_a_csv_infinity_stops_the_run(tmp_path: Path, capsys: Any) -> None:
+    p = write(tmp_path, "blown.csv", f"1,{N.SCORE_MEAN},0.5\n2,{N.GRAD_NORM},-1e999\n")
+    assert replay_cli(p, control=None, rules=None, config=None, as_json=True) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert (out["rule"], out["step"]) == ("non_finite", 2)
+    assert out["decisions"][-1]["evidence"][N.GRAD_NORM] == "-inf"
+
+
 def test_rules_the_log_cannot_feed_are_skipped_and_named(tmp_path: Path, capsys: Any) -> None:
     rows = [{"step": s, N.SCORE_MEAN: 0.5 if s < 5 else -0.1} for s in range(1, 9)]
     p = write(tmp_path, "score_only.jsonl", jsonl(rows))
     assert replay_cli(p, control=None, rules=None, config=None, as_json=True) == 0
     out = json.loads(capsys.readouterr().out)
-    assert out["skipped_rules"] == [n for n in rules.names() if n != "score_collapse"]
+    fed = ("non_finite", "score_collapse")  # both read the score
+    assert out["skipped_rules"] == [n for n in rules.names() if n not in fed]
     assert (out["rule"], out["step"]) == ("score_collapse", 6)
     assert replay_cli(p, control=None, rules=None, config=None, as_json=False) == 0
     text = capsys.readouterr().out

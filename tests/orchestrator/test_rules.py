@@ -62,6 +62,7 @@ def test_registry_names_and_metrics() -> None:
             "score_collapse",
             "gap_vs_control",
             "ess_collapse",
+            "non_finite",
         ]
     )
     assert rules.required_metrics("score_collapse") == {N.SCORE_MEAN}
@@ -313,7 +314,26 @@ def test_nan_never_trips_and_breaks_a_streak(bad: Any) -> None:
     decisions = [r(hist[: i + 1], None) for i in range(len(hist))]
     assert [d.step for d in decisions if d.action == "stop"] == [7]
     all_bad = [{"step": s, **dict.fromkeys(ALL_NAMES, bad)} for s in range(1, 9)]
-    assert run_all(rules.build(), all_bad, all_bad) == []
+    # every rule but the one whose job non-finite values are
+    assert run_all(rules.build({"non_finite": {"enabled": False}}), all_bad, all_bad) == []
+
+
+@pytest.mark.parametrize(
+    ("name", "bad", "shown"),
+    [(N.SCORE_MEAN, math.nan, "nan"), ("loss", math.inf, "inf"), (N.GRAD_NORM, -math.inf, "-inf"),
+     (N.PROBS_DIFF_MEAN, math.nan, "nan")],
+)  # fmt: skip
+def test_non_finite_stops_at_the_first_blown_step(name: str, bad: float, shown: str) -> None:
+    hist = healthy(random.Random(3), steps=10)
+    hist[6] = {**hist[6], name: bad}
+    d = first(rules.get("non_finite"), hist)
+    assert (d.action, d.step, d.evidence[name], d.evidence["k"]) == ("stop", 7, shown, 1)
+    assert rules.build().first_stop(hist[:7]) == d  # on by default
+    assert never(rules.get("non_finite"), hist[:6])
+    # missing or non-numeric figures are not non-finite ones
+    assert never(rules.get("non_finite"), [{"step": 1, name: None}, {"step": 2, name: "x"}])
+    two = rules.get("non_finite", k=2)
+    assert never(two, hist[:7]) and first(two, [*hist[:7], {**hist[7], name: bad}]).step == 8
 
 
 finite = st.floats(allow_nan=True, allow_infinity=True, width=32)

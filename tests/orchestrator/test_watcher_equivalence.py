@@ -28,10 +28,10 @@ from .histories import healthy
 
 Row = dict[str, Any]
 LOGS = Path(__file__).resolve().parents[2] / "examples" / "logs"
-ALL_NAMES = sorted(set().union(*(rules.required_metrics(n) for n in rules.names())))
+ALL_NAMES = sorted(set().union(*(before.required_metrics(n) for n in before.names())))
 SETTINGS: list[dict[str, Any]] = [
     {},
-    {n: {"grace": 0} for n in rules.names()},
+    {n: {"grace": 0} for n in before.names()},
     {
         "score_collapse": {"k": 1, "control_margin": 0.05},
         "constant_advantage": {"k": 1, "score_at_most": None},
