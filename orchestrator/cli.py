@@ -41,8 +41,9 @@ DbOpt = Annotated[
 
 
 def _one_line(exc: BaseException) -> str:
-    msg = " ".join(str(exc).split()) or type(exc).__name__
-    return msg
+    from orchestrator.console import plain
+
+    return plain(" ".join(str(exc).split()) or type(exc).__name__)
 
 
 def friendly(fn: F) -> F:
@@ -123,11 +124,16 @@ def sweep(
         list[str] | None,
         typer.Option("--set", help="Override a config field: --set steps=5 (repeatable)."),
     ] = None,
+    max_trials: Annotated[
+        int | None,
+        typer.Option("--max-trials", help="Allow the grid to expand to this many trials."),
+    ] = None,
 ) -> None:
     """Run a paired dense/compressed sweep on Ray Tune, stopping collapsing trials."""
     from orchestrator.sweep import run_sweep
 
-    run_sweep(config, db_url=db, address=address, resume=resume, overrides=set_ or [])
+    overrides = [*(set_ or []), *([f"max_trials={max_trials}"] if max_trials else [])]
+    run_sweep(config, db_url=db, address=address, resume=resume, overrides=overrides)
 
 
 @app.command("replay")
@@ -234,6 +240,13 @@ def ui(
     """Serve the Streamlit web UI over the store."""
     from ui.launch import serve
 
+    if host not in ("127.0.0.1", "localhost", "::1"):
+        typer.echo(
+            f"warning: serving on {host}: anyone who can reach this address can read the "
+            "store through the UI (it has no login); keep it on 127.0.0.1 and tunnel "
+            "(ssh -L 8501:127.0.0.1:8501 host) unless the network is yours alone",
+            err=True,
+        )
     serve(db_url=db, port=port, host=host)
 
 
@@ -243,12 +256,13 @@ def export(
     run_id: Annotated[int, typer.Argument(help="Run id (see `gapwatch runs`).")],
     out: Annotated[Path, typer.Option("--out", "-o", help="Output file (.jsonl or .csv).")],
     db: DbOpt = None,
+    force: Annotated[bool, typer.Option("--force", help="Replace --out if it exists.")] = False,
 ) -> None:
     """Export one run's metrics as a log that `gapwatch replay` reads."""
     from store import open_store
 
-    st = open_store(db)
-    n = st.export_run(run_id, out)
+    st = open_store(db, read_only=True)  # a mistyped --db must not create a store
+    n = st.export_run(run_id, out, overwrite=force)
     typer.echo(f"wrote {n} steps of run {run_id} to {out}")
 
 

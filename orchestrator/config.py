@@ -149,6 +149,9 @@ class SweepConfig(Strict):
     ray_address: str | None = None
     """Ray cluster to join (``auto`` or host:port); ``--address`` wins; None: local Ray."""
     resources: Resources = Field(default_factory=Resources)
+    max_trials: Int = Field(default=1000, ge=1)
+    """Most trials the sweep may expand to (``--max-trials`` on the command line): a typo
+    in a grid should not queue thousands of runs."""
     worker: CommandWorker | None = None
     """A command to run in each trial instead of the built-in worker (any trainer that
     writes a metrics log: ``orchestrator.command``); its codec and correction names are
@@ -310,8 +313,22 @@ def _trial(
     return TrialSpec(ident=ident, control_key=control_key, run=run)
 
 
+def count_trials(cfg: SweepConfig) -> int:
+    """How many trials ``cfg`` expands to (counted, not built)."""
+    arms = sum(len(c.combos()) for c in cfg.compression) * sum(
+        len(c.combos()) for c in cfg.correction
+    )
+    return len(cfg.seeds) * (1 + arms)
+
+
 def expand(cfg: SweepConfig) -> tuple[TrialSpec, ...]:
     """Trial specs: every seed's control first, then each seed's treatments."""
+    n = count_trials(cfg)
+    if n > cfg.max_trials:
+        raise GapwatchError(
+            f"the sweep expands to {n:,} trials, over its limit of {cfg.max_trials:,}: "
+            "narrow the grid, or raise the limit with --max-trials (or max_trials:)"
+        )
     controls: list[TrialSpec] = []
     treatments: list[TrialSpec] = []
     for seed in cfg.seeds:
@@ -378,8 +395,9 @@ def parse_sweep_config(raw: Any, src: str = "sweep config", text: str | None = N
         trials = expand(cfg)
     except ValueError as exc:
         raise GapwatchError(f"{src}: {' '.join(str(exc).split())}") from None
-    if text is None:
-        text = yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False)
+    if text is None or cfg.store is not None:
+        # the text is saved in the store: never with a store URL (it may hold a password)
+        text = yaml.safe_dump(cfg.model_dump(mode="json", exclude={"store"}), sort_keys=False)
     return Sweep(config=cfg, text=text, trials=trials)
 
 

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.logs import (
+    MAX_LINE,
     Entry,
     LogError,
     LogReport,
@@ -151,6 +152,12 @@ class LogFollower:
         """Complete lines to steps, up to a line that cannot be read (``self.error``)."""
         buf = self._partial + data
         *complete, self._partial = buf.split(b"\n")
+        if len(self._partial) > MAX_LINE or any(len(raw) > MAX_LINE for raw in complete):
+            self.error = LogError(
+                f"{self.path} after line {self._lineno}: a line longer than {MAX_LINE >> 20} MiB; "
+                "not a metrics log (one step's figures per line)"
+            )
+            return
         for raw in complete:
             self._lineno += 1
             text = raw.decode("utf-8", errors="replace")

@@ -8,6 +8,7 @@ from correction import names
 from store import open_store
 
 from .console import console as make_console
+from .console import plain, shown
 from .errors import GapwatchError
 
 
@@ -20,8 +21,10 @@ def print_runs(db_url: str | None, sweep_name: str | None = None) -> None:
         sweeps = [s for s in sweeps if s.name == sweep_name]
         if not sweeps:
             valid = ", ".join(s.name for s in st.sweeps()) or "none"
-            raise GapwatchError(f"no sweep named {sweep_name!r} in the store; sweeps: {valid}")
-    console.print(f"store: {st.url_display}")
+            raise GapwatchError(
+                f"no sweep named {plain(sweep_name)!r} in the store; sweeps: {plain(valid)}"
+            )
+    console.print(f"store: {plain(st.url_display)}", markup=False)
     runs = st.runs()
     if sweep_name is not None:
         runs = [r for r in runs if r.sweep_id == sweeps[0].id]
@@ -34,7 +37,7 @@ def print_runs(db_url: str | None, sweep_name: str | None = None) -> None:
         t.add_column(col)
     for s in sweeps:
         counts = ", ".join(f"{k} {v}" for k, v in sorted(s.run_counts.items()))
-        t.add_row(str(s.id), s.name, s.status, f"{s.created:%Y-%m-%d %H:%M}", counts)
+        t.add_row(str(s.id), shown(s.name), s.status, f"{s.created:%Y-%m-%d %H:%M}", counts)
     console.print(t)
 
     latest = st.latest([r.id for r in runs], [names.SCORE_MEAN, names.PROBS_DIFF_MEAN])
@@ -60,13 +63,13 @@ def print_runs(db_url: str | None, sweep_name: str | None = None) -> None:
         t.add_row(
             str(r.id),
             str(r.sweep_id or ""),
-            r.trial_id,
+            shown(r.trial_id),
             r.role,
             str(r.seed),
-            r.compression,
-            r.correction,
+            shown(r.compression),
+            shown(r.correction),
             r.status,
-            stop,
+            shown(stop),
             str(r.last_step or 0),
             _fmt(last.get(names.SCORE_MEAN)),
             _fmt(last.get(names.PROBS_DIFF_MEAN)),

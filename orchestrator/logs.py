@@ -50,6 +50,11 @@ __all__ = [
 ]
 
 FLAT_EXAMPLE = '{"step": 1, "critic/score/mean": 0.5}'
+MAX_LINE = 1 << 20
+"""Longest line read (1 MiB): a step's figures fit many times over; a longer line is not a
+metrics log (or is a runaway write), and reading it whole would hold it in memory."""
+MAX_STEP = 1_000_000_000
+"""Largest step number taken (steps are whole numbers from 0)."""
 FORMATS = ("jsonl", "verl", "csv")
 """The log formats by name (``verl`` lines are JSON too; a file may mix both)."""
 
@@ -82,6 +87,8 @@ def _step(raw: Any, where: str) -> int:
         raise LogError(f'{where}: needs an integer "step" (got {raw!r})')
     if not math.isfinite(raw) or raw != int(raw):
         raise LogError(f"{where}: step {raw!r} is not an integer")
+    if not 0 <= raw <= MAX_STEP:
+        raise LogError(f"{where}: step {raw!r} is out of range; steps run from 0 to {MAX_STEP:,}")
     return int(raw)
 
 
@@ -276,7 +283,12 @@ class LogStream:
         asm = StepAssembler(self.report)
         try:
             with self.path.open(encoding="utf-8", newline="") as fh:
-                for i, line in enumerate(fh, start=1):
+                for i, line in enumerate(iter(lambda: fh.readline(MAX_LINE + 1), ""), start=1):
+                    if len(line) > MAX_LINE:
+                        raise LogError(
+                            f"{self.path} line {i} is longer than {MAX_LINE >> 20} MiB: not a "
+                            "metrics log line (one step's figures per line)"
+                        )
                     entry = parse_line(line, self.fmt, f"{self.path} line {i}")
                     if entry is not None and (done := asm.add(entry, f"line {i}")) is not None:
                         yield done

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from ray.tune import Callback
 
 from correction import names
-from orchestrator.console import console
+from orchestrator.console import console, plain, shown
 from orchestrator.recorder import key_of
 from orchestrator.trainable import unpack
 
@@ -90,14 +90,14 @@ def render_table(lines: Sequence[TrialLine], title: str, total_steps: int) -> Ta
         t.add_column(col, justify="right" if col in ("step", "score", "gap") else "left")
     for ln in lines:
         t.add_row(
-            ln.trial_key,
+            shown(ln.trial_key),
             ln.role,
-            ln.codec,
-            ln.correction,
+            shown(ln.codec),
+            shown(ln.correction),
             f"{ln.step}/{total_steps}",
             "" if ln.score is None else f"{ln.score:+.3f}",
             "" if ln.gap is None else f"{ln.gap:.4f}",
-            ln.status_text(),
+            shown(ln.status_text()),
             style=_STATUS_STYLE.get(ln.status, ""),
         )
     return t
@@ -144,7 +144,8 @@ class ProgressTable(Callback):
 
     def _say(self, text: str) -> None:
         c = self._console()
-        c.print(f"[{time.monotonic() - self._t0:4.0f} s] {text}", markup=False, highlight=False)
+        line = f"[{time.monotonic() - self._t0:4.0f} s] {plain(text)}"
+        c.print(line, markup=False, highlight=False)
         c.file.flush()
 
     def _redraw(self, force: bool = False) -> None:

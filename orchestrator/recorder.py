@@ -25,6 +25,7 @@ import orjson
 from ray.tune import Callback
 
 from orchestrator.trainable import unpack
+from store.engine import mask
 
 if TYPE_CHECKING:
     from orchestrator.rules import Decision
@@ -91,7 +92,10 @@ class Recorder(Callback):
         flush_every: int = 200,
         flush_seconds: float = 1.0,
     ) -> None:
-        self.db_url = db_url
+        self._url = db_url
+        """The URL to connect with (it may hold a password): never pickled."""
+        self.db_url = None if db_url is None else mask(db_url)
+        """The URL with any password masked: what Tune's saved state may hold."""
         self.sweep_id = sweep_id
         self.specs = {str(s["trial_key"]): dict(s) for s in specs}
         self.flush_every = flush_every
@@ -108,6 +112,7 @@ class Recorder(Callback):
     def __getstate__(self) -> dict[str, Any]:
         d = self.__dict__.copy()
         d["_store"] = None  # an engine does not pickle; reopened on first use
+        d["_url"] = None  # nor does a password: a copy reconnects with the masked URL
         return d
 
     @property
@@ -115,7 +120,7 @@ class Recorder(Callback):
         if self._store is None:
             from store import open_store
 
-            self._store = open_store(self.db_url)
+            self._store = open_store(self._url or self.db_url)
         return self._store
 
     # --- what the Monitor calls

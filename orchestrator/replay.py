@@ -23,10 +23,11 @@ from typing import Any
 
 import yaml
 from rich.console import Console
-from rich.markup import escape
+from rich.markup import escape as _escape
 from rich.table import Table
 
 from orchestrator import rules as R
+from orchestrator.console import plain
 from orchestrator.logs import LogReport, NameMapper, open_log
 
 __all__ = ["ReplayResult", "replay", "replay_cli", "ruleset_for"]
@@ -121,6 +122,11 @@ def ruleset_for(rules: str | None, config: Path | None) -> R.RuleSet:
     return R.build({**settings, **picked}).select(wanted)
 
 
+def escape(text: str) -> str:
+    """Outside text on the console: control characters made visible, markup escaped."""
+    return _escape(plain(text))
+
+
 def _fmt(v: Any) -> str:
     if isinstance(v, float):
         return f"{v:.4g}"
@@ -156,7 +162,7 @@ def _print(
     applied = [n for n in rs.names() if n not in res.skipped]
     con.print(f"rules applied: {', '.join(applied) or 'none'}")
     for name, why in res.skipped.items():
-        con.print(f"[yellow]skipped {name}[/]: {why}")
+        con.print(f"[yellow]skipped {name}[/]: {escape(why)}")
     if log.ignored:
         con.print(f"ignored non-numeric fields: {escape(', '.join(sorted(log.ignored)))}")
     if res.decisions:

@@ -105,6 +105,31 @@ def _token_auth_if_available() -> None:
     maybe_enable_token_auth_if_token_available(warn_if_disabled=False)
 
 
+def token_auth_on() -> bool:
+    """Whether this process's Ray uses token authentication."""
+    try:
+        from ray._raylet import (  # type: ignore[attr-defined]
+            AuthenticationMode,
+            get_authentication_mode,
+        )
+    except ImportError:  # a Ray without token auth
+        return False
+    return bool(get_authentication_mode() == AuthenticationMode.TOKEN)
+
+
+def _check_token_auth() -> None:
+    """Ray's servers listen on every interface of the machine (Ray 2.60 has no setting to
+    keep a local cluster on loopback); what guards them is its token authentication, on
+    by default for a local ``ray.init``. Say so where it has been switched off."""
+    if not token_auth_on():
+        console().print(
+            "warning: Ray's token authentication is off (RAY_AUTH_MODE); this sweep's Ray "
+            "listens on every network interface, so anyone who can reach this machine can "
+            "run code in it. Unset RAY_AUTH_MODE to keep the token on.",
+            markup=False,
+        )
+
+
 def init_ray(address: str | None) -> bool:
     """Start a local Ray with this machine's cores, or join ``address`` (auto | host:port).
 
@@ -122,12 +147,8 @@ def init_ray(address: str | None) -> bool:
     }
     if address is None:
         # address="local": never attach to some other cluster `ray start` left on this host
-        ray.init(
-            address="local",
-            num_cpus=os.cpu_count() or 1,
-            include_dashboard=False,
-            **common,
-        )
+        ray.init(address="local", num_cpus=os.cpu_count() or 1, include_dashboard=False, **common)
+        _check_token_auth()
         return True
     _probe(address)
     _token_auth_if_available()

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from orchestrator.console import plain
 from orchestrator.errors import GapwatchError
 from orchestrator.follow import FOLLOW_FORMATS, LogFollower, Step
 from orchestrator.logs import LogError, NameMapper
@@ -80,7 +81,7 @@ class WatchOptions:
     correction: str = "unknown"
     """A label for its correction strategy."""
     say: Any = field(default=print)
-    """Where progress lines go."""
+    """Where progress lines go (each made ``plain``: no terminal control characters)."""
 
 
 def _alive(pid: int) -> bool:
@@ -219,7 +220,7 @@ def watch(opts: WatchOptions, db_url: str | None) -> int:
             "trainer's pid, or leave --pid out"
         )
     follower = LogFollower(opts.log, opts.fmt, from_start=opts.from_start)
-    say = opts.say
+    say = lambda text: opts.say(plain(text))  # noqa: E731
     t0 = time.monotonic()
     if not follower.exists():
         say(f"waiting for {opts.log} to appear (up to {opts.wait:g} s)")
@@ -314,7 +315,7 @@ def _tell_feeds(run: TrackedRun, names: NameMapper, say: Any, has_control: bool)
 def _act(opts: WatchOptions, st: Store, run: TrackedRun, control: _Control, stop: Decision) -> int:
     """Record the end, then carry the stop out; the exit status."""
     ev = ", ".join(f"{k}={v}" for k, v in stop.evidence.items())
-    opts.say(f"stop: {stop.rule} at step {stop.step} ({ev})")
+    opts.say(plain(f"stop: {stop.rule} at step {stop.step} ({ev})"))
     control.finish(run)
     run.finish()
     code = EXIT_STOPPED

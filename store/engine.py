@@ -43,6 +43,14 @@ _SQLITE_MAGIC = b"SQLite format 3\x00"
 _HOW = "check --db / GAPWATCH_DB_URL"
 
 
+_PASSWORD = re.compile(r"(://[^:/@]*:)[^@]*@")
+
+
+def mask(text: str) -> str:
+    """``text`` (a URL that may not even parse) with any password replaced by ``***``."""
+    return _PASSWORD.sub(r"\1***@", text)
+
+
 def resolve_url(url: str | None) -> URL:
     """The store URL to use, normalised: psycopg driver for PostgreSQL, paths as SQLite."""
     raw = url or os.environ.get(ENV_VAR) or DEFAULT_URL
@@ -52,8 +60,12 @@ def resolve_url(url: str | None) -> URL:
         u = make_url(raw)
     except ArgumentError:
         raise StoreError(
-            f"cannot parse store URL {raw!r}: use sqlite:///path.db or "
+            f"cannot parse store URL {mask(raw)!r}: use sqlite:///path.db or "
             "postgresql+psycopg://user@host:5432/db"
+        ) from None
+    except ValueError:  # a port that is not a number
+        raise StoreError(
+            f"store URL {mask(raw)!r} has a port that is not a number: write host:5432"
         ) from None
     if u.drivername in ("postgresql", "postgres", "postgresql+psycopg2", "postgresql+psycopg"):
         return u.set(drivername="postgresql+psycopg")
@@ -89,13 +101,18 @@ def check_sqlite_file(u: URL, *, read_only: bool) -> None:
         raise StoreError(
             f"directory {path.parent} does not exist: create it (mkdir -p {path.parent}) or {_HOW}"
         )
-    if not path.exists() or path.stat().st_size == 0:
+    if not path.exists():
         if read_only:
             raise StoreError(
                 f"no gapwatch store at {path}: run `gapwatch db upgrade --db {display(u)}` "
                 f"or a sweep first, or {_HOW}"
             )
         return
+    if path.is_file() and path.stat().st_size == 0:
+        raise StoreError(
+            f"{path} is an empty file (0 bytes), not a gapwatch store: a mistyped --db? "
+            "Remove it or point --db at a store (a new path is created)"
+        )
     if path.is_dir():
         raise StoreError(f"{path} is a directory, not a store file: {_HOW}")
     with path.open("rb") as fh:
@@ -212,6 +229,12 @@ def translate(exc: BaseException, u: URL) -> StoreError:
         )
     if "password authentication failed" in low or "no password supplied" in low:
         return StoreError(f"PostgreSQL refused the login for {where}: {_HOW}")
+    m = re.search(r'role "([^"]+)" does not exist', msg)
+    if m:
+        return StoreError(
+            f"PostgreSQL at {u.host or 'localhost'}:{u.port or 5432} has no role {m.group(1)!r}: "
+            f"create it (createuser {m.group(1)}) or connect as another user; {_HOW}"
+        )
     if "read-only transaction" in low:
         return StoreError(f"store {where} was opened read-only; this call writes")
     connect_words = (

@@ -19,13 +19,16 @@ from .errors import StoreError
 SUFFIXES = (".jsonl", ".csv")
 
 
-def check_target(path: str | Path) -> Path:
-    """The output path, or a StoreError saying what is wrong with it."""
+def check_target(path: str | Path, *, overwrite: bool = False) -> Path:
+    """The output path, or a StoreError saying what is wrong with it (an existing file is
+    only replaced with ``overwrite``)."""
     out = Path(path)
     if out.suffix.lower() not in SUFFIXES:
         raise StoreError(f"cannot export to {out}: name the file .jsonl or .csv")
     if not out.parent.exists():
         raise StoreError(f"directory {out.parent} does not exist: create it first")
+    if out.exists() and not overwrite:
+        raise StoreError(f"{out} exists: pass --force to replace it, or choose another name")
     return out
 
 

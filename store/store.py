@@ -571,12 +571,13 @@ class Store:
 
         return self._read(go)
 
-    def export_run(self, run_id: int, path: str | Path) -> int:
+    def export_run(self, run_id: int, path: str | Path, *, overwrite: bool = False) -> int:
         """Write a run's metrics as a log ``gapwatch replay`` reads; returns the step count.
 
-        ``.jsonl`` or ``.csv`` by the file name (formats: ``store.export``).
+        ``.jsonl`` or ``.csv`` by the file name (formats: ``store.export``); an existing
+        file is replaced only with ``overwrite``.
         """
-        out = export.check_target(path)
+        out = export.check_target(path, overwrite=overwrite)
         self.run(run_id)  # refuses an unknown run with a clear line
         return export.write_log(self.history(run_id), out)
 

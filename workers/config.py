@@ -79,16 +79,16 @@ class RunConfig(Strict):
     """``tiny`` (built-in ~0.8M-parameter Llama, char tokenizer) or a local HF model directory."""
     seed: Int = 0
     """Seed of task draws, sampling and initialisation of the RL run."""
-    steps: Int = Field(default=30, ge=1)
-    """Number of GRPO steps."""
-    tasks_per_step: Int = Field(default=16, ge=1)
-    """Distinct tasks drawn per step (the number of groups)."""
-    group_size: Int = Field(default=4, ge=2)
-    """Trajectories per task (G, at least 2): advantages are relative within a group."""
+    steps: Int = Field(default=30, ge=1, le=1_000_000)
+    """Number of GRPO steps (at most a million)."""
+    tasks_per_step: Int = Field(default=16, ge=1, le=4096)
+    """Distinct tasks drawn per step (the number of groups; at most 4096)."""
+    group_size: Int = Field(default=4, ge=2, le=1024)
+    """Trajectories per task (G, 2 to 1024): advantages are relative within a group."""
     max_interactions: Int = Field(default=3, ge=1, le=50)
     """Most actions per trajectory (1..50); out of interactions scores 0."""
-    token_budget: Int = Field(default=48, ge=1)
-    """Most tokens per action; an action cut here is unparseable."""
+    token_budget: Int = Field(default=48, ge=1, le=131_072)
+    """Most tokens per action (at most 131072); an action cut here is unparseable."""
     temperature: Float = Field(default=1.0, gt=0)
     """Sampling temperature; sampler and trainer log-probs are both taken after it."""
     lr: Float = Field(default=6e-4, gt=0)

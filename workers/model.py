@@ -129,24 +129,33 @@ def load_policy(cfg: RunConfig) -> tuple[torch.nn.Module, Any]:
 def _save_fresh_tiny(cfg: RunConfig) -> Path:
     """An untrained tiny model (warm_start_steps=0), saved so it loads like any HF model."""
     path = cache_root() / "fresh" / f"tiny-{cfg.warm_start_seed}-v{WARMSTART_VERSION}"
-    if not (path / "config.json").is_file():
+
+    def build() -> tuple[Any, Any]:
         tok = build_tokenizer()
         torch.manual_seed(cfg.warm_start_seed)
-        _atomic_save(LlamaForCausalLM(tiny_config(len(tok))), tok, path)
-    return path
+        return LlamaForCausalLM(tiny_config(len(tok))), tok
+
+    return _saved_once(path, build)
 
 
 def ensure_warm_start(cfg: RunConfig) -> Path:
     """Path of the warm-started model, building it once under a file lock if missing."""
-    path = cache_root() / "warmstart" / warm_start_key(cfg)
+    return _saved_once(
+        cache_root() / "warmstart" / warm_start_key(cfg), lambda: _build_warm_start(cfg)
+    )
+
+
+def _saved_once(path: Path, build: Any) -> Path:
+    """``path`` holding ``build()``'s (model, tokenizer), built and saved once: concurrent
+    trials wait on a file lock for the first builder, then load what it saved."""
     if (path / "config.json").is_file():
         return path
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path.parent / f"{path.name}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # concurrent trials wait here for the first builder
+        fcntl.flock(lock, fcntl.LOCK_EX)
         try:
             if not (path / "config.json").is_file():
-                model, tok = _build_warm_start(cfg)
+                model, tok = build()
                 _atomic_save(model, tok, path)
         finally:
             fcntl.flock(lock, fcntl.LOCK_UN)

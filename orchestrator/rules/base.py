@@ -39,7 +39,15 @@ class Decision:
     """The step the decision is about: the one just observed (gap_vs_control's warning is
     about the run's first step)."""
     evidence: Evidence = field(default_factory=dict)
-    """The numbers that crossed, the thresholds and the window (JSON-able)."""
+    """The numbers that crossed, the thresholds and the window (strict JSON: a figure that
+    overflowed to infinity is kept as the string ``"inf"``)."""
+
+    def __post_init__(self) -> None:
+        if self.evidence and any(
+            isinstance(v, float) and not math.isfinite(v) for v in self.evidence.values()
+        ):
+            fixed = {k: _finite_or_text(v) for k, v in self.evidence.items()}
+            object.__setattr__(self, "evidence", fixed)
 
     def to_dict(self) -> dict[str, Any]:
         """``{"step", "rule", "action", "evidence"}``, as replay's JSON and the store want."""
@@ -49,6 +57,12 @@ class Decision:
             "action": self.action,
             "evidence": dict(self.evidence),
         }
+
+
+def _finite_or_text(v: float | int | str) -> float | int | str:
+    if isinstance(v, float) and not math.isfinite(v):
+        return "nan" if v != v else ("inf" if v > 0 else "-inf")
+    return v
 
 
 # --- registry --------------------------------------------------------------------------
