@@ -129,7 +129,10 @@ def _json_entry(text: str, where: str) -> Entry:
 
 
 def _csv_entry(text: str, where: str) -> Entry | None:
-    cells = [c.strip() for c in next(csv.reader([text]), [])]
+    try:
+        cells = [c.strip() for c in next(csv.reader([text]), [])]
+    except csv.Error as exc:
+        raise LogError(f"{where}: not a CSV row step,name,value ({exc})") from None
     if not cells or all(not c for c in cells):
         return None
     if [c.lower() for c in cells] == ["step", "name", "value"]:
