@@ -149,6 +149,12 @@ class SweepConfig(Strict):
     ray_address: str | None = None
     """Ray cluster to join (``auto`` or host:port); ``--address`` wins; None: local Ray."""
     resources: Resources = Field(default_factory=Resources)
+    checkpoint_every: Int | None = Field(default=5, ge=1)
+    """Built-in trials save a checkpoint every this many steps (None: never), so
+    ``--resume`` takes them up from there instead of from step 1."""
+    restore_grace: Int = Field(default=2, ge=0)
+    """After a trial is taken up from a checkpoint, its first this many steps are judged
+    but not acted on: a restart's spike is not a collapse."""
     max_trials: Int = Field(default=1000, ge=1)
     """Most trials the sweep may expand to (``--max-trials`` on the command line): a typo
     in a grid should not queue thousands of runs."""

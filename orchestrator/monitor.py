@@ -36,12 +36,17 @@ class Followed:
     control_key: str | None
     control: ControlFeed | None
     """Its control's steps from the store (None: a control, or no store)."""
+    quiet_until: int = 0
+    """Decisions about steps up to this one are not acted on (just after a restore)."""
 
 
 class Monitor(Stopper):
     """Apply the stop rules to every result; True stops that trial.
 
-    ``specs`` are the trials' ``TrialSpec.to_dict()`` (for each treatment's control key).
+    ``specs`` are the trials' ``TrialSpec.to_dict()`` (for each treatment's control key,
+    and, for a trial taken up from a checkpoint, ``restore``: the step it goes on after).
+    Such a trial's watcher is first rebuilt from its stored steps up to that step, and its
+    decisions about the next ``restore_grace`` steps are judged but not acted on.
     """
 
     def __init__(
@@ -52,9 +57,14 @@ class Monitor(Stopper):
         *,
         stopping: bool = True,
         control_refresh_s: float = 2.0,
+        restore_grace: int = 2,
     ) -> None:
         self.ruleset = ruleset
         self.control_of = {str(s["trial_key"]): s.get("control_key") for s in specs}
+        self.restored_at = {
+            str(s["trial_key"]): int(s["restore"]["step"]) for s in specs if s.get("restore")
+        }
+        self.restore_grace = restore_grace
         self.recorder = recorder
         self.stopping = stopping
         self.control_refresh_s = control_refresh_s
@@ -94,10 +104,19 @@ class Monitor(Stopper):
         self.followed[key] = f
         if f.control_key is not None and key not in self._treatments_of[f.control_key]:
             self._treatments_of[f.control_key].append(key)
+        at = self.restored_at.pop(key, None)  # only the first attempt after a resume
+        if at is not None and self.recorder is not None:
+            # taken up from a checkpoint: the rules see the steps stored before it again
+            for row in self.recorder.stored_history(key, after=0, until=at):
+                self._feed_control(key, f, int(row["step"]))
+                f.watcher.step(row)
+            f.quiet_until = at + self.restore_grace
         return f
 
     def _judge(self, key: str, f: Followed, row: dict[str, Any]) -> bool:
         new = f.watcher.step(row)
+        if row["step"] <= f.quiet_until:
+            return False  # just after a restore: a restart's spike is not acted on
         if self.recorder is not None:
             for d in new:
                 self.recorder.add_decision(key, d)

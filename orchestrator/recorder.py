@@ -13,12 +13,14 @@ Not here: deciding anything (``orchestrator.monitor``), showing progress
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import time
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -216,13 +218,31 @@ class Recorder(Callback):
         run_id = self.run_id(key)
         assert run_id is not None
         self.outcomes.pop(key, None)
-        # A trial (re)starts from step 1: what an earlier attempt stored goes, so a shorter
-        # rerun leaves no stale tail and nothing is counted twice
+        # A trial (re)starts from step 1, or from a checkpoint: what an earlier attempt
+        # stored after that goes, so a rerun leaves no stale tail and nothing counts twice
         self._buffered -= len(self._steps.pop(key, []))
         self._decisions.pop(key, None)
-        if self.store.run(run_id).last_step is not None:
+        restore = trial.config["spec"].get("restore")
+        if restore is not None:
+            self.store.delete_run_data(run_id, after=int(restore["step"]))
+        elif self.store.run(run_id).last_step is not None:
             self.store.delete_run_data(run_id)
         self.store.set_run_status(run_id, "running")
+
+    def on_checkpoint(
+        self, iteration: int, trials: list[Any], trial: Any, checkpoint: Any, **info: Any
+    ) -> None:
+        """Record where the trial's newest checkpoint is, and after which step."""
+        path = Path(checkpoint.path)
+        try:
+            step = int(json.loads((path / "meta.json").read_text())["step"])
+        except (OSError, ValueError, KeyError):
+            return  # not one of ours (or unreadable): a resume starts from step 1
+        key = key_of(trial)
+        self.flush(key)  # the steps up to the checkpoint are stored before it is recorded
+        run_id = self.run_id(key)
+        assert run_id is not None
+        self.store.set_checkpoint(run_id, step, str(path))
 
     def on_trial_result(
         self, iteration: int, trials: list[Any], trial: Any, result: dict[str, Any], **info: Any

@@ -248,11 +248,8 @@ def execute_sweep(
         raise GapwatchError(
             f"no sweep named {cfg.name!r} in the store to resume; run without --resume to start it"
         )
-    finished = (
-        {r.trial_id for r in st.runs(sweep_id=existing.id) if r.status in FINISHED}
-        if existing is not None
-        else set()
-    )
+    stored = {r.trial_id: r for r in st.runs(sweep_id=existing.id)} if existing else {}
+    finished = {k for k, r in stored.items() if r.status in FINISHED}
     todo = [s for s in sweep.trials if s.trial_key not in finished]
     # A finished sweep run again just shows its summary (so `make demo` is idempotent);
     # an unfinished one is only continued on request
@@ -267,7 +264,8 @@ def execute_sweep(
         sweep_id = st.ensure_sweep(cfg.name, sweep.text)
         status = "completed"
         if todo:
-            status = _run(sweep, todo, st, url, sweep_id, storage, live, train_fn)
+            restores = _restores(sweep, stored) if resume else {}
+            status = _run(sweep, todo, restores, st, url, sweep_id, storage, live, train_fn)
         st.set_sweep_status(sweep_id, status)
     finally:
         if started:
@@ -287,9 +285,22 @@ def execute_sweep(
     )
 
 
+def _restores(sweep: Sweep, stored: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Trial key -> the checkpoint ``--resume`` takes it up from (its step and path), for
+    built-in trials whose recorded checkpoint is still on disk."""
+    if sweep.config.worker is not None:
+        return {}
+    out = {}
+    for key, r in stored.items():
+        if r.checkpoint_step is not None and r.checkpoint_path and Path(r.checkpoint_path).is_dir():
+            out[key] = {"step": int(r.checkpoint_step), "path": r.checkpoint_path}
+    return out
+
+
 def _run(
     sweep: Sweep,
     todo: list[TrialSpec],
+    restores: dict[str, dict[str, Any]],
     st: Any,
     url: str | None,
     sweep_id: int,
@@ -304,9 +315,19 @@ def _run(
     # run rows first: a command trial may need its run id ({run_id}) when it starts
     cwd = os.getcwd()
     todo_specs = [
-        {**s.to_dict(), "run_id": recorder.run_id(s.trial_key), "workdir": cwd} for s in todo
+        {
+            **s.to_dict(),
+            "run_id": recorder.run_id(s.trial_key),
+            "workdir": cwd,
+            "checkpoint_every": cfg.checkpoint_every,
+            "restore": restores.get(s.trial_key),
+        }
+        for s in todo
     ]
-    monitor = Monitor(rules.build(cfg.rules), specs, recorder, stopping=cfg.stopping)
+    monitor = Monitor(
+        rules.build(cfg.rules), todo_specs, recorder, stopping=cfg.stopping,
+        restore_grace=cfg.restore_grace,
+    )  # fmt: skip
     callbacks: list[Any] = [recorder]
     table = None
     if live:

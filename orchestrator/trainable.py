@@ -1,8 +1,9 @@
 """The Ray Tune trainable: one trial of the built-in worker, one ``tune.report`` per step.
 
 ``trainable(config)`` builds ``workers.RunConfig`` from the trial spec and reports each
-step of ``workers.train`` through :func:`report_steps`, which any other source of steps
-(a followed trainer's log, a test's wrapper) uses too. A report carries the trial key
+step of a ``workers.loop.GRPORun``, with a checkpoint (Tune's checkpoint API) every
+``checkpoint_every`` steps and, on ``--resume``, taken up from the trial's last one.
+:func:`report_steps` reports any other source of steps (a test's wrapper). A report carries the trial key
 and the step, the metrics nested under one key and the distributions JSON-encoded under
 another, so Tune flattens neither; :func:`unpack` reads one back on the driver.
 
@@ -13,7 +14,9 @@ Not here: what the driver does with a result (``orchestrator.monitor``,
 from __future__ import annotations
 
 import json
+import tempfile
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any, NamedTuple, Protocol
 
 TRIAL_KEY = "gw_trial"
@@ -73,8 +76,22 @@ def report_steps(trial_key: str, steps: Iterable[Step]) -> None:
 
 
 def trainable(config: dict[str, Any]) -> None:
-    """One Tune trial of the built-in worker: ``workers.train`` over the spec's RunConfig."""
-    from workers import RunConfig, train
+    """One Tune trial of the built-in worker: a ``GRPORun`` over the spec's RunConfig,
+    taken up from ``spec["restore"]`` (a checkpoint) where given, saving a checkpoint
+    through Tune every ``spec["checkpoint_every"]`` steps."""
+    from ray import tune
+
+    from workers import RunConfig
+    from workers.loop import GRPORun
 
     spec = config["spec"]
-    report_steps(spec["trial_key"], train(RunConfig.from_dict(dict(spec["run"]))))
+    restore = spec.get("restore")
+    run = GRPORun(RunConfig.from_dict(dict(spec["run"])), resume=restore and restore["path"])
+    every = spec.get("checkpoint_every")
+    with tempfile.TemporaryDirectory(prefix="gw-ckpt-") as tmp:
+        for res in run.steps():
+            checkpoint = None
+            if every and res.step % every == 0 and res.step < run.cfg.steps:
+                path = run.save(Path(tmp) / f"step{res.step}")
+                checkpoint = tune.Checkpoint.from_directory(str(path))
+            tune.report(pack(spec["trial_key"], res), checkpoint=checkpoint)

@@ -40,6 +40,8 @@ GAPWATCH_TABLES = frozenset(
 WRITE = {"gapwatch_write": True}
 """Execution options of a connection that writes: on SQLite it begins ``IMMEDIATE``."""
 _SQLITE_MAGIC = b"SQLite format 3\x00"
+NEW_FILE_S = 30.0
+"""An empty SQLite file younger than this may be a store another process is creating."""
 _HOW = "check --db / GAPWATCH_DB_URL"
 
 
@@ -109,6 +111,12 @@ def check_sqlite_file(u: URL, *, read_only: bool) -> None:
             )
         return
     if path.is_file() and path.stat().st_size == 0:
+        # SQLite creates the file before it writes the first page: a store another process
+        # is creating this moment is empty too. An empty file that old is no such store.
+        if time.time() - path.stat().st_mtime < NEW_FILE_S:
+            if read_only:
+                raise StoreError(f"the store at {path} is being created: try again in a moment")
+            return
         raise StoreError(
             f"{path} is an empty file (0 bytes), not a gapwatch store: a mistyped --db? "
             "Remove it or point --db at a store (a new path is created)"

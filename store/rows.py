@@ -37,6 +37,10 @@ class RunRow:
     ended: datetime | None
     last_step: int | None
     """Newest step with a stored metric or distribution; None before the first step."""
+    checkpoint_step: int | None = None
+    """The step the newest checkpoint was saved after (None: no checkpoint)."""
+    checkpoint_path: str | None = None
+    """Where that checkpoint is."""
 
 
 class Point(NamedTuple):

@@ -68,6 +68,10 @@ class Run(Base):
     ended: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     last_step: Mapped[int | None] = mapped_column(Integer)
     """Newest step written for this run (maintained by ``write_steps``; revision 0002)."""
+    checkpoint_step: Mapped[int | None] = mapped_column(Integer)
+    """The step the run's newest checkpoint was saved after (revision 0005)."""
+    checkpoint_path: Mapped[str | None] = mapped_column(Text)
+    """Where that checkpoint is (a directory Ray Tune keeps)."""
 
 
 class MetricName(Base):

@@ -239,23 +239,40 @@ class Store:
 
         self._write(go)
 
-    def delete_run_data(self, run_id: int) -> None:
-        """Drop a run's metrics, distributions and decisions, keeping its row.
+    def delete_run_data(self, run_id: int, *, after: int | None = None) -> None:
+        """Drop a run's metrics, distributions and decisions (those after step ``after``,
+        or all), keeping its row.
 
-        The sweep calls this when a trial restarts from step 1 (``--resume``), so a rerun
-        that stops earlier than the first attempt leaves no stale tail of steps.
+        The sweep calls this when a trial starts again: from step 1 (all of it goes, and
+        the checkpoint with it) or from a checkpoint (what came after it goes), so a rerun
+        leaves no stale tail of steps and nothing is counted twice.
         """
+        cut = -1 if after is None else int(after)
 
         def go(conn: Connection) -> None:
             if conn.execute(select(Run.id).where(Run.id == run_id)).first() is None:
                 raise StoreError(f"no run with id {run_id} in {self.url_display}")
             for table in (Metric, Distribution, Decision):
-                conn.execute(delete(table).where(table.run_id == run_id))
-            conn.execute(
+                conn.execute(delete(table).where(table.run_id == run_id, table.step > cut))
+            values: dict[str, Any] = {"stop_rule": None, "stop_step": None}
+            values["last_step"] = None if after is None else cut
+            if after is None:
+                values.update(checkpoint_step=None, checkpoint_path=None)
+            conn.execute(update(Run).where(Run.id == run_id).values(**values))
+
+        self._write(go)
+
+    def set_checkpoint(self, run_id: int, step: int, path: str) -> None:
+        """Record the run's newest checkpoint: saved after ``step``, in ``path``."""
+
+        def go(conn: Connection) -> None:
+            res = conn.execute(
                 update(Run)
                 .where(Run.id == run_id)
-                .values(last_step=None, stop_rule=None, stop_step=None)
+                .values(checkpoint_step=int(step), checkpoint_path=str(path))
             )
+            if res.rowcount == 0:
+                raise StoreError(f"no run with id {run_id} in {self.url_display}")
 
         self._write(go)
 
@@ -405,6 +422,8 @@ class Store:
             started=_utc(r.started),
             ended=_opt_utc(r.ended),
             last_step=r.last_step,
+            checkpoint_step=r.checkpoint_step,
+            checkpoint_path=r.checkpoint_path,
         )
 
     def runs(self, sweep_id: int | None = None) -> list[RunRow]:

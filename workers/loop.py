@@ -1,5 +1,8 @@
 """The GRPO loop: one RL run, step by step. Call ``train(cfg)``; it yields a ``StepResult``.
 
+``GRPORun(cfg, resume=checkpoint_dir)`` is the same run, stoppable: ``save(dir)`` writes
+a checkpoint (``workers.checkpoint``) and a run built from it goes on where it stopped.
+
 Per step:
 1. draw ``tasks_per_step`` tasks; play ``group_size`` trajectories of each with the SAMPLER
    (dense weights, ``sampler_dtype``); every interaction is one training row;
@@ -24,6 +27,7 @@ import random
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -31,7 +35,7 @@ from torch import nn
 
 from correction import diagnostics, strategies
 from correction import names as N
-from workers import codecs, envs, samplers
+from workers import checkpoint, codecs, envs, samplers
 from workers.config import RunConfig
 from workers.model import load_policy
 from workers.rollout import Trajectory, rollout
@@ -303,45 +307,69 @@ def make_sampler(cfg: RunConfig, model: nn.Module, tokenizer: Any) -> Sampler:
                          dtype=cfg.sampler_dtype, seed=cfg.seed, stops=envs.STOP_STRINGS)  # fmt: skip
 
 
+class GRPORun:
+    """One RL run that can be stopped and taken up again: ``steps()`` yields the steps
+    still to do; ``save(dir)`` writes a checkpoint; ``GRPORun(cfg, resume=dir)`` goes on
+    after the checkpoint's step as if it had never stopped (``workers.checkpoint``)."""
+
+    def __init__(self, cfg: RunConfig, resume: str | Path | None = None) -> None:
+        if cfg.num_threads is not None:
+            torch.set_num_threads(cfg.num_threads)
+        if cfg.device.startswith("cuda") and not torch.cuda.is_available():
+            raise ValueError(
+                f"device {cfg.device!r} asked for but CUDA is not available; use device: cpu"
+            )
+        self.cfg = cfg
+        self.model, self.tokenizer = load_policy(cfg)
+        torch.manual_seed(cfg.seed)
+        self.env = envs.get(cfg.env, **cfg.env_kwargs)
+        # before the codec is attached to the trainer's model: the sampler's copy stays dense
+        self.sampler = make_sampler(cfg, self.model, self.tokenizer)
+        pad = self.tokenizer.pad_token_id
+        self.trainer = Trainer(cfg, self.model, int(pad if pad is not None else 0))
+        self.rng = random.Random(cfg.seed)
+        self.gen = torch.Generator().manual_seed(cfg.seed)
+        self.done = 0
+        """Steps done (a restored run starts after its checkpoint's)."""
+        if resume is not None:
+            self.done = checkpoint.load(Path(resume), self)
+            self.sampler.sync(self.model)  # the sampler serves the restored weights
+
+    def save(self, path: str | Path) -> Path:
+        """A checkpoint of everything the next step depends on, in directory ``path``."""
+        return checkpoint.save(Path(path), self)
+
+    def steps(self) -> Iterator[StepResult]:
+        """The remaining GRPO steps, one ``StepResult`` each (steps count from 1)."""
+        cfg, env, trainer = self.cfg, self.env, self.trainer
+        for step in range(self.done + 1, cfg.steps + 1):
+            t0 = time.perf_counter()
+            tasks = [env.sample_task(self.rng) for _ in range(cfg.tasks_per_step)]
+            trajs = rollout(
+                env,
+                tasks,
+                cfg.group_size,
+                self.sampler,
+                self.tokenizer,
+                max_interactions=cfg.max_interactions,
+                token_budget=cfg.token_budget,
+                temperature=cfg.temperature,
+                seed=cfg.seed * 100_003 + step,
+            )
+            rewards = torch.tensor([t.reward for t in trajs])
+            rows = build_rows(trajs, group_advantages(rewards, cfg.group_size, cfg.adv_eps))
+            metrics = episode_metrics(trajs, cfg)
+            trainer.set_lr(step)
+            train_metrics, dists = trainer.step(trajs, rows, self.gen)
+            metrics.update(train_metrics)
+            self.sampler.sync(self.model)
+            dt = time.perf_counter() - t0
+            metrics[N.STEP_TIME] = dt
+            metrics[N.TOKENS_PER_S] = int(rows.mask.sum()) / dt
+            self.done = step
+            yield StepResult(step, metrics, dists)
+
+
 def train(cfg: RunConfig) -> Iterator[StepResult]:
     """Run ``cfg.steps`` GRPO steps, yielding one ``StepResult`` per step (step from 1)."""
-    if cfg.num_threads is not None:
-        torch.set_num_threads(cfg.num_threads)
-    if cfg.device.startswith("cuda") and not torch.cuda.is_available():
-        raise ValueError(
-            f"device {cfg.device!r} asked for but CUDA is not available; use device: cpu"
-        )
-    model, tokenizer = load_policy(cfg)
-    torch.manual_seed(cfg.seed)
-    env = envs.get(cfg.env, **cfg.env_kwargs)
-    sampler = make_sampler(cfg, model, tokenizer)  # before the codec: its copy stays dense
-    pad = int(tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0)
-    trainer = Trainer(cfg, model, pad)
-    rng = random.Random(cfg.seed)
-    gen = torch.Generator().manual_seed(cfg.seed)
-    for step in range(1, cfg.steps + 1):
-        t0 = time.perf_counter()
-        tasks = [env.sample_task(rng) for _ in range(cfg.tasks_per_step)]
-        trajs = rollout(
-            env,
-            tasks,
-            cfg.group_size,
-            sampler,
-            tokenizer,
-            max_interactions=cfg.max_interactions,
-            token_budget=cfg.token_budget,
-            temperature=cfg.temperature,
-            seed=cfg.seed * 100_003 + step,
-        )
-        adv = group_advantages(torch.tensor([t.reward for t in trajs]), cfg.group_size, cfg.adv_eps)
-        rows = build_rows(trajs, adv)
-        metrics = episode_metrics(trajs, cfg)
-        trainer.set_lr(step)
-        train_metrics, dists = trainer.step(trajs, rows, gen)
-        metrics.update(train_metrics)
-        sampler.sync(model)
-        dt = time.perf_counter() - t0
-        n_tok = int(rows.mask.sum())
-        metrics[N.STEP_TIME] = dt
-        metrics[N.TOKENS_PER_S] = n_tok / dt
-        yield StepResult(step, metrics, dists)
+    yield from GRPORun(cfg).steps()

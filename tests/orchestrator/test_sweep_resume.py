@@ -1,9 +1,11 @@
-"""Resume after the driver is SIGKILLed mid-sweep: nothing stored twice, nothing missing.
+"""Resume after the driver is SIGKILLed mid-sweep: nothing stored twice, nothing missing,
+and a trial with a checkpoint goes on from it as if never stopped.
 
 ``gapwatch sweep`` runs as a subprocess; once one trial has finished and another has
-stored some steps, the driver process (only it) gets SIGKILL. ``--resume`` must re-run
+saved a checkpoint, the driver process (only it) gets SIGKILL. ``--resume`` must re-run
 exactly the unfinished trials and leave every run with steps 1..N once each, while the
-trial that finished before the kill is not re-run.
+trial that finished before the kill is not re-run; the checkpointed trial keeps its steps
+up to the checkpoint and its metrics equal those of an uninterrupted run of its config.
 """
 
 from __future__ import annotations
@@ -19,11 +21,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from store import open_store
+from store import StoreError, open_store
 
 BIN = Path(sys.executable).parent
-STEPS = 5
+STEPS = 6
 CFG = {
+    "checkpoint_every": 2,
     "name": "resumable",
     "env": "mul",
     "seeds": [0],
@@ -67,10 +70,14 @@ def test_resume_after_sigkill_has_no_duplicate_or_missing_step(tmp_path: Path) -
             assert first.poll() is None, f"sweep ended before the kill: {first.stdout.read()}"  # type: ignore[union-attr]
             assert time.monotonic() < deadline, "no trial finished within 240 s"
             if (tmp_path / "resume.db").exists():
-                st = st or open_store(url, read_only=True)
-                runs = st.runs()
+                try:
+                    st = st or open_store(url, read_only=True)
+                    runs = st.runs()
+                except StoreError:  # being created, or migrated, this moment
+                    time.sleep(0.3)
+                    continue
                 done = [r for r in runs if r.status == "completed"]
-                partial = [r for r in runs if r.status == "running" and (r.last_step or 0) >= 1]
+                partial = [r for r in runs if r.status == "running" and r.checkpoint_step]
                 if done and partial:
                     break
             time.sleep(0.3)
@@ -85,6 +92,10 @@ def test_resume_after_sigkill_has_no_duplicate_or_missing_step(tmp_path: Path) -
     finished_before = {k for k, r in before.items() if r.status == "completed"}
     assert finished_before and len(finished_before) < 3
     assert before[next(iter(finished_before))].ended is not None
+    (taken_up,) = [r for r in before.values() if r.status == "running" and r.checkpoint_step]
+    at = int(taken_up.checkpoint_step or 0)
+    kept = [h for h in st.history(taken_up.id) if h["step"] <= at]
+    assert [h["step"] for h in kept] == list(range(1, at + 1))
 
     second = _sweep(cfg, url, tmp_path, "--resume")
     try:
@@ -106,5 +117,18 @@ def test_resume_after_sigkill_has_no_duplicate_or_missing_step(tmp_path: Path) -
     # Finished trials were not re-run: their end time is untouched
     for key in finished_before:
         assert after[key].ended == before[key].ended, key
+    # The checkpointed trial went on from its checkpoint: its steps up to it were kept as
+    # they were, and every step equals an uninterrupted run of the same config
+    hist = st.history(taken_up.id)
+    assert hist[:at] == kept
+    from workers import RunConfig
+    from workers.loop import GRPORun
+
+    timing = ("perf/step_time_s", "perf/tokens_per_s")
+    whole = list(GRPORun(RunConfig.from_dict(after[taken_up.trial_id].config)).steps())
+    for h, res in zip(hist, whole, strict=True):
+        want = {k: v for k, v in res.metrics.items() if k not in timing}
+        got = {k: v for k, v in h.items() if k not in (*timing, "step")}
+        assert got == pytest.approx(want, rel=1e-6, abs=1e-9), h["step"]
     sweep = [s for s in st.sweeps() if s.name == "resumable"][0]
     assert sweep.status == "completed"
