@@ -24,6 +24,7 @@ ORDER = [
     "store_bench",
     "correction_bench",
     "worker_bench",
+    "checkpoint_bench",
     "sweep_bench",
     "pipeline_bench",
     "watch_bench",
