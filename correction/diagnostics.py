@@ -39,7 +39,7 @@ from correction.inputs import Tensorish, as_bool, prepare
 from correction.sketch import LogSketch, bincount
 from correction.strategies import LOG_CLAMP
 
-__all__ = ["analyze", "distributions", "payloads", "sketches", "summarize", "TAIL_Q"]
+__all__ = ["analyze", "by_turn", "distributions", "payloads", "sketches", "summarize", "TAIL_Q"]
 
 TAIL_Q: dict[str, float] = {"p50": 0.50, "p95": 0.95, "p99": 0.99, "max": 1.0}
 """Quantile level of each tail name in ``correction.names.QUANTILES``."""
@@ -284,3 +284,41 @@ def _sketches_from(
     text.add_counts(np.trim_zeros(counts[0], "b"))
     post.add_counts(np.trim_zeros(counts[1], "b"))
     return {"text": text, "post_tool": post}
+
+
+def by_turn(
+    logp_trainer: Tensorish,
+    logp_sampler: Tensorish,
+    mask: Tensorish | None,
+    turn: Tensorish,
+) -> dict[str, float]:
+    """The gap per interaction index: mean |p_trainer - p_sampler| and mean |log-ratio| over
+    the valid tokens of rows in each bucket of ``names.TURN_BUCKETS``.
+
+    Args:
+        logp_trainer, logp_sampler, mask: (B, T) as in :func:`summarize`.
+        turn: (B,) int, each row's 1-based interaction index in its trajectory.
+
+    Returns ``{names.by_turn(figure, bucket): value}``; a bucket with no valid token is
+    omitted.
+    """
+    lt, ls, m = prepare(logp_trainer, logp_sampler, mask)
+    t = torch.as_tensor(turn, device=lt.device).to(torch.int64)  # (B,)
+    if tuple(t.shape) != (m.shape[0],):
+        raise ValueError(f"turn must be (B,) = ({m.shape[0]},), got {tuple(t.shape)}")
+    n_b = len(N.TURN_BUCKETS)
+    bucket = (t.clamp(1, n_b) - 1).to(lt.device)  # (B,) 0 .. n_b - 1
+    mf = m.to(lt.dtype)
+    gap = (torch.exp(lt) - torch.exp(ls)).abs() * mf  # (B, T)
+    absl = (lt - ls).abs() * mf
+    sums = torch.zeros((3, n_b), dtype=torch.float64, device=lt.device)
+    per_row = torch.stack([gap.sum(-1), absl.sum(-1), mf.sum(-1)]).to(torch.float64)  # (3, B)
+    sums.index_add_(1, bucket, per_row)
+    vals = sums.cpu().numpy()
+    out: dict[str, float] = {}
+    for i, b in enumerate(N.TURN_BUCKETS):
+        n = vals[2, i]
+        if n > 0:
+            out[N.by_turn(N.PROBS_DIFF_MEAN, b)] = float(vals[0, i] / n)
+            out[N.by_turn(N.ABS_LOG_RATIO_MEAN, b)] = float(vals[1, i] / n)
+    return out

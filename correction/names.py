@@ -90,6 +90,27 @@ STEP_TIME: Final = "perf/step_time_s"
 TOKENS_PER_S: Final = "perf/tokens_per_s"
 
 
+TURN_BUCKETS: Final[tuple[str, ...]] = ("1", "2", "3", "4", "5+")
+"""Interaction-index buckets of the per-turn gap (the last one open-ended)."""
+TURN_FIGURES: Final[tuple[str, ...]] = (PROBS_DIFF_MEAN, ABS_LOG_RATIO_MEAN)
+"""The gap figures reported per turn."""
+
+
+def turn_bucket(turn: int) -> str:
+    """The bucket of a 1-based interaction index: ``"1"`` .. ``"4"``, ``"5+"``."""
+    last = len(TURN_BUCKETS)
+    return str(turn) if turn < last else TURN_BUCKETS[-1]
+
+
+def by_turn(name: str, bucket: str) -> str:
+    """``name`` over the tokens of one interaction-index bucket, verl-style:
+    ``training/rollout_probs_diff_mean/turn_1`` .. ``.../turn_5+``. Users of multi-turn
+    trainers ask which round diverges most; these answer it."""
+    if bucket not in TURN_BUCKETS:
+        raise ValueError(f"unknown turn bucket {bucket!r}; valid: {', '.join(TURN_BUCKETS)}")
+    return f"{name}/turn_{bucket}"
+
+
 def sliced(name: str, slice_: Slice) -> str:
     """``name`` restricted to one token slice: ``f"{name}/{slice_}"``."""
     return f"{name}/{slice_}"

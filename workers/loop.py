@@ -64,6 +64,7 @@ class Rows:
     post_tool: torch.Tensor  # (R,) bool
     logp_sampler: torch.Tensor  # (R, L)
     adv: torch.Tensor  # (R,) the trajectory's advantage
+    turn: torch.Tensor  # (R,) 1-based interaction index of the row in its trajectory
 
 
 def group_advantages(rewards: torch.Tensor, group_size: int, eps: float) -> torch.Tensor:
@@ -76,22 +77,23 @@ def group_advantages(rewards: torch.Tensor, group_size: int, eps: float) -> torc
 def build_rows(trajs: list[Trajectory], adv: torch.Tensor) -> Rows:
     """Lay out every row of every trajectory (log-prob position t predicts token t + 1)."""
     flat = [
-        (i, row, lps)
+        (i, row, lps, k + 1)
         for i, t in enumerate(trajs)
-        for row, lps in zip(t.rows, t.sampler_logps, strict=True)
+        for k, (row, lps) in enumerate(zip(t.rows, t.sampler_logps, strict=True))
     ]
-    width = max(row.length for _, row, _ in flat)
+    width = max(row.length for _, row, _, _ in flat)
     r = len(flat)
     pos = torch.zeros((r, width), dtype=torch.long)
     mask = torch.zeros((r, width), dtype=torch.bool)
     lps = torch.zeros((r, width))
-    for k, (_, row, lp) in enumerate(flat):
+    for k, (_, row, lp, _) in enumerate(flat):
         pos[k, : row.length] = torch.arange(row.start - 1, row.start - 1 + row.length)
         mask[k, : row.length] = True
         lps[k, : row.length] = torch.tensor(lp)
-    traj = torch.tensor([i for i, _, _ in flat])
-    post = torch.tensor([row.post_tool for _, row, _ in flat])
-    return Rows(traj, pos, mask, post, lps, adv[traj])
+    traj = torch.tensor([i for i, _, _, _ in flat])
+    post = torch.tensor([row.post_tool for _, row, _, _ in flat])
+    turn = torch.tensor([n for _, _, _, n in flat])
+    return Rows(traj, pos, mask, post, lps, adv[traj], turn)
 
 
 def token_logps(
@@ -158,6 +160,7 @@ def subset(rows: Rows, sel: torch.Tensor) -> Rows:
         rows.post_tool[sel],
         rows.logp_sampler[sel],
         rows.adv[sel],
+        rows.turn[sel],
     )
 
 
@@ -228,6 +231,7 @@ class Trainer:
         # one pass gives the gap figures and the |log-ratio| sketches (shared bucket indices)
         metrics, sketches = diagnostics.analyze(old, ls, m, post_tool=rows.post_tool)
         dists = diagnostics.payloads(sketches)
+        metrics.update(diagnostics.by_turn(old, ls, m, rows.turn))  # which round diverges
         weights, corr = self.correct(old, ls, m)  # (R, L) detached
         metrics.update(corr)
         metrics[N.ENTROPY] = (ent[m].mean()).item()

@@ -179,3 +179,25 @@ def test_slice_sketches_equal_sketch_of_slice_values(per_row: bool) -> None:
         assert sk[name] == LogSketch().add(absl[sel]), name  # invalid tokens removed exactly
     assert stats == diagnostics.summarize(lt, ls, mask, post_tool=post)
     assert diagnostics.payloads(sk) == diagnostics.distributions(lt, ls, mask, post_tool=post)
+
+
+def test_gap_by_turn_buckets_rows_by_their_interaction_index() -> None:
+    import math
+
+    import torch
+
+    from correction import diagnostics
+    from correction import names as N
+
+    ls = torch.log(torch.tensor([[0.5, 0.5], [0.5, 0.5], [0.5, 0.5], [0.5, 0.5]]))
+    lt = torch.log(torch.tensor([[0.6, 0.4], [0.5, 0.5], [0.25, 0.5], [0.5, 0.9]]))
+    m = torch.tensor([[True, True], [True, False], [True, False], [False, False]])
+    out = diagnostics.by_turn(lt, ls, m, torch.tensor([1, 2, 7, 3]))
+    assert out[N.by_turn(N.PROBS_DIFF_MEAN, "1")] == pytest.approx(0.1)
+    assert out[N.by_turn(N.PROBS_DIFF_MEAN, "2")] == pytest.approx(0.0)
+    assert out[N.by_turn(N.PROBS_DIFF_MEAN, "5+")] == pytest.approx(0.25)  # turn 7: open bucket
+    assert out[N.by_turn(N.ABS_LOG_RATIO_MEAN, "5+")] == pytest.approx(math.log(2))
+    assert N.by_turn(N.PROBS_DIFF_MEAN, "3") not in out  # no valid token in turn 3
+    assert N.by_turn(N.ABS_LOG_RATIO_MEAN, "1") == "rollout_corr/abs_log_ratio_mean/turn_1"
+    with pytest.raises(ValueError, match="turn must be"):
+        diagnostics.by_turn(lt, ls, m, torch.tensor([1, 2]))

@@ -90,6 +90,7 @@ def test_rows_slices_rewards_from_a_scripted_policy() -> None:
             assert row.post_tool == ("<r>" in before)
     rows = build_rows(trajs, group_advantages(torch.tensor([t.reward for t in trajs]), 2, 1e-6))
     assert rows.post_tool.tolist() == [r.post_tool for t in trajs for r in t.rows]
+    assert rows.turn.tolist() == [k + 1 for t in trajs for k in range(len(t.rows))]
     assert torch.equal(rows.adv, torch.zeros(len(rows.adv)))  # both members of a group agree
 
 
@@ -158,6 +159,8 @@ def test_first_three_steps_repeat_exactly_for_a_seed() -> None:
         N.ENTROPY,
         N.GRAD_NORM,
         N.KL_TO_REF,
+        N.by_turn(N.PROBS_DIFF_MEAN, "1"),
+        N.by_turn(N.ABS_LOG_RATIO_MEAN, "1"),
     }
     assert required <= set(a[0][1])
     c = [_comparable(r.metrics) for r in train(small(seed=12, steps=1))]
