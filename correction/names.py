@@ -25,6 +25,9 @@ SCORE_MIN: Final = "critic/score/min"
 SCORE_MAX: Final = "critic/score/max"
 ZERO_ADV_FRAC: Final = "critic/advantages/zero_group_frac"
 """Fraction of groups whose rewards are all equal, so every advantage in them is 0."""
+SCORE_GROUP_STD: Final = "critic/score/group_std_mean"
+"""Mean over groups of the std of rewards within a group (GRPO's learning signal; the
+Post-Training Toolkit's ``group_reward_std``)."""
 
 # --- lengths (verl: response_length/*) -------------------------------------------------
 RESPONSE_LENGTH_MEAN: Final = "response_length/mean"

@@ -176,6 +176,7 @@ def episode_metrics(trajs: list[Trajectory], cfg: RunConfig) -> dict[str, float]
         N.SCORE_MIN: rewards.min().item(),
         N.SCORE_MAX: rewards.max().item(),
         N.ZERO_ADV_FRAC: (groups == groups[:, :1]).all(dim=1).float().mean().item(),
+        N.SCORE_GROUP_STD: groups.std(dim=1).mean().item(),
         N.RESPONSE_LENGTH_MEAN: lengths.mean().item(),
         N.RESPONSE_LENGTH_MAX: lengths.max().item(),
         N.CLIP_RATIO: sum(row.truncated for row in rows) / len(rows),
