@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from orchestrator.follow import FOLLOW_FORMATS, LogFollower
 from orchestrator.logs import NameMapper
@@ -69,6 +69,21 @@ class CommandWorker(Strict):
     """Seconds between SIGTERM and SIGKILL when a trial ends."""
     wait: Float = Field(default=600.0, gt=0)
     """Seconds to wait for the log to appear before the trial fails."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _not_run_settings(cls, data: Any) -> Any:
+        """``worker:`` used to hold run settings: say where they go now."""
+        if isinstance(data, dict) and "command" not in data:
+            from workers import RunConfig
+
+            old = sorted(set(data) & set(RunConfig.field_names()))
+            if old:
+                raise ValueError(
+                    f"worker: names a command to run now; {', '.join(old)} are run settings: "
+                    "put them at the top level or under run:"
+                )
+        return data
 
     @field_validator("format")
     @classmethod

@@ -596,8 +596,8 @@ class Store:
         ``.jsonl`` or ``.csv`` by the file name (formats: ``store.export``); an existing
         file is replaced only with ``overwrite``.
         """
-        out = export.check_target(path, overwrite=overwrite)
         self.run(run_id)  # refuses an unknown run with a clear line
+        out = export.check_target(path, overwrite=overwrite)
         return export.write_log(self.history(run_id), out)
 
 

@@ -73,7 +73,6 @@ def test_unknown_environment_lists_valid(tmp_path: Path) -> None:
         ("environment", "mul", "use env"),
         ("batch_size", 4, "use tasks_per_step"),
         ("budgets", {"tokens_per_interaction": 64}, "token_budget and max_interactions"),
-        ("worker", {"lr": 1e-4}, "top level or under run:"),
     ],
 )
 def test_keys_of_the_old_vocabulary_say_their_new_names(
@@ -81,6 +80,12 @@ def test_keys_of_the_old_vocabulary_say_their_new_names(
 ) -> None:
     line = _bad(tmp_path, **{old: value})
     assert f"'{old}' is not a sweep key any more" in line and new in line
+
+
+def test_worker_names_a_command_now_and_says_where_run_settings_go(tmp_path: Path) -> None:
+    line = _bad(tmp_path, worker={"lr": 1e-4})
+    assert "worker: names a command to run now; lr are run settings" in line
+    assert "top level or under run:" in line
 
 
 def test_unknown_rule_lists_valid(tmp_path: Path) -> None:

@@ -215,7 +215,19 @@ def test_a_malformed_line_is_one_line_and_keeps_the_steps_before_it(tmp_path: Pa
 def test_an_exited_pid_ends_the_watch(tmp_path: Path) -> None:
     log = tmp_path / "x.jsonl"
     log.write_text('{"step": 1, "critic/score/mean": 0.5}\n')
-    short = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(1.5)"])
-    res = _watch(str(log), "--db", f"sqlite:///{tmp_path}/w.db", "--pid", str(short.pid))
-    short.wait()
-    assert res.returncode == 0 and f"the trainer (pid {short.pid}) has ended" in res.stdout
+    # a trainer that ends when told (its stdin closes), once the watch is following it
+    trainer = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"],
+                               stdin=subprocess.PIPE)  # fmt: skip
+    watch = subprocess.Popen(
+        [str(GAPWATCH), "watch", str(log), "--db", f"sqlite:///{tmp_path}/w.db", "--pid",
+         str(trainer.pid)], stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert watch.stdout is not None
+    first = watch.stdout.readline()
+    assert first.startswith("following"), first
+    assert trainer.stdin is not None
+    trainer.stdin.close()
+    trainer.wait()
+    rest = watch.stdout.read()
+    assert watch.wait(timeout=60) == 0
+    assert f"the trainer (pid {trainer.pid}) has ended" in rest
