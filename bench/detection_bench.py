@@ -41,6 +41,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))  # _machine, also when imported (the smoke test)
 
 from _machine import machine  # noqa: E402  (bench/ is on sys.path as a script)
 
