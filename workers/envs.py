@@ -9,7 +9,7 @@ for an unparseable action, which ends the episode. An action cut at the token bu
 unparseable whatever its text.
 
 Built in (``names()``):
-- ``mul``: ``Q:a*b`` with 2-3 digit factors. The tiny model cannot multiply, so it must call
+- ``mul``: ``Q:a*b`` with 2-digit factors. The tiny model cannot multiply, so it must call
   the tool with the question and copy the result into its answer (one tool call).
 - ``mul_chain``: ``Q:a*b*c``. The calculator takes one operator per call, so the policy
   calls ``a*b``, then ``<that result>*c``, then answers (two tool calls).
@@ -96,10 +96,28 @@ def observation_text(result: str) -> str:
     return f"\n<r>{result}</r>\n"
 
 
+MISTAKES: Final = ("guess", "miscopy")
+"""How a wrong demonstration is wrong (the envs' ``mistake`` argument):
+
+- ``guess``: it answers at once without the tool (a wrong number of the answer's length),
+  so the warm-started policy calls the tool on only part of the tasks and RL has one early,
+  discrete decision to learn (call or guess). The default, by measurement on the tiny model
+  (``mul``, 600 warm-start steps, 70% of demonstrations wrong, 8 seeds of the quick
+  preset): tool calls per episode rise from 0.14-0.36 at step 1 to 0.91-0.95 over the last
+  10 steps, task success from 0.09-0.23 to 0.50-0.62 (bench/ground_truth.py);
+- ``miscopy``: the tool is used and one digit of the final answer is changed. RL must
+  then sharpen every copied digit, which the tiny model does not do in 30 steps: the
+  score wanders near its start (0.1-0.17 with 3-digit factors; 0.6 -> 0.68 with 2-digit),
+  and without the KL anchor it decays to zero.
+"""
+
+
 class Env:
     """Base environment: sample tasks, score actions, write demonstrations."""
 
     name: str = "base"
+    mistake: str = "guess"
+    """How a wrong demonstration goes wrong (one of ``MISTAKES``)."""
 
     def sample_task(self, rng: random.Random) -> Task:
         """Draw one task."""
@@ -122,22 +140,38 @@ class Env:
     def demonstration(
         self, task: Task, rng: random.Random, wrong_frac: float
     ) -> list[tuple[str, bool]]:
-        """An ideal episode as ``(text, trainable)`` segments.
+        """A demonstration episode as ``(text, trainable)`` segments.
 
-        With probability ``wrong_frac`` the final answer is miscopied (one digit changed),
-        so a policy warm-started on these solves part of the tasks, leaving RL room.
+        With probability ``wrong_frac`` it is wrong in the env's ``mistake`` way (a guess
+        without the tool, or a miscopied answer), so a policy warm-started on these solves
+        part of the tasks, leaving RL room.
         """
         segs: list[tuple[str, bool]] = [(task.prompt, False)]
+        wrong = rng.random() < wrong_frac
+        if wrong and self.mistake == "guess":
+            segs.append((f"<answer>{_guess(task.answer, rng)}</answer>", True))
+            return segs
         result = ""
         for body in self.demo_calls(task):
             segs.append((f"<call>{body}</call>", True))
             result = calculator(body)
             segs.append((observation_text(result), False))
-        answer = result
-        if rng.random() < wrong_frac:
-            answer = _miscopy(answer, rng)
+        answer = _miscopy(result, rng) if wrong else result
         segs.append((f"<answer>{answer}</answer>", True))
         return segs
+
+
+def _guess(answer: str, rng: random.Random) -> str:
+    """A number of ``answer``'s length that is not ``answer`` (what a policy without the tool says)."""
+    while True:
+        g = str(rng.randint(10 ** (len(answer) - 1), 10 ** len(answer) - 1))
+        if g != answer:
+            return g
+
+
+def _check_mistake(mistake: str) -> None:
+    if mistake not in MISTAKES:
+        raise ValueError(f"env mistake must be one of {', '.join(MISTAKES)}, got {mistake!r}")
 
 
 def _miscopy(s: str, rng: random.Random) -> str:
@@ -172,13 +206,24 @@ def _number(rng: random.Random, lo: int, hi: int) -> int:
 
 @register("mul")
 class MulEnv(Env):
-    """``Q:a*b``: one tool call, then copy its result into the answer."""
+    """``Q:a*b``: one tool call, then copy its result into the answer.
+
+    Factors have ``min_digits`` to ``max_digits`` digits. The default, 2-digit factors
+    (products 100-9801), by measurement of the tiny model's 600-step warm start (256
+    episodes at temperature 1): with 2-3 digit factors it copies the question into its
+    call wrongly in about 65% of episodes (miscopy demonstrations, success 0.12), and with
+    guess demonstrations it never learns to copy at all (success 0.00 after 600 and 0.01
+    after 1200 warm-start steps); with 2-digit factors the copy sits at a fixed offset and
+    is learnt (3% wrong calls with miscopy demonstrations, success 0.50; with 60% guesses,
+    success 0.27). At 80% guesses even 2-digit copying is not learnt (score 0 from step 1).
+    """
 
     name = "mul"
 
-    def __init__(self, min_digits: int = 2, max_digits: int = 3) -> None:
+    def __init__(self, min_digits: int = 2, max_digits: int = 2, mistake: str = "guess") -> None:
         _check_digits(min_digits, max_digits)
-        self.min_digits, self.max_digits = min_digits, max_digits
+        _check_mistake(mistake)
+        self.min_digits, self.max_digits, self.mistake = min_digits, max_digits, mistake
 
     def sample_task(self, rng: random.Random) -> Task:
         a = _number(rng, self.min_digits, self.max_digits)
@@ -192,13 +237,18 @@ class MulEnv(Env):
 
 @register("mul_chain")
 class MulChainEnv(Env):
-    """``Q:a*b*c``: two tool calls (the calculator takes one operator), then answer."""
+    """``Q:a*b*c``: two tool calls (the calculator takes one operator), then answer.
+
+    Its warm start and RL have not been measured with the tiny model (``mistake`` and the
+    digits keep ``mul``'s choices by analogy); the GPU example uses it with a real model.
+    """
 
     name = "mul_chain"
 
-    def __init__(self, min_digits: int = 1, max_digits: int = 2) -> None:
+    def __init__(self, min_digits: int = 1, max_digits: int = 2, mistake: str = "guess") -> None:
         _check_digits(min_digits, max_digits)
-        self.min_digits, self.max_digits = min_digits, max_digits
+        _check_mistake(mistake)
+        self.min_digits, self.max_digits, self.mistake = min_digits, max_digits, mistake
 
     def sample_task(self, rng: random.Random) -> Task:
         a, b, c = (_number(rng, self.min_digits, self.max_digits) for _ in range(3))

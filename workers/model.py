@@ -40,7 +40,7 @@ from workers import envs
 from workers.config import RunConfig
 from workers.sampling import DTYPE
 
-WARMSTART_VERSION: Final = 1
+WARMSTART_VERSION: Final = 2
 """Bump when warm-start code changes, so stale caches are not reused."""
 CHARS: Final = "0123456789+-*/=<>:;.,?!()_ \nabcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
 SPECIALS: Final = ("[PAD]", "[BOS]", "[EOS]", "[UNK]")

@@ -79,7 +79,7 @@ def test_the_task_needs_the_tool_and_chain_needs_two_calls() -> None:
 
 
 def test_demonstrations_miscopy_at_the_configured_rate() -> None:
-    env = envs.get("mul")
+    env = envs.get("mul", mistake="miscopy")
     rng = random.Random(4)
     wrong = 0
     for _ in range(400):
@@ -88,6 +88,27 @@ def test_demonstrations_miscopy_at_the_configured_rate() -> None:
         assert [t for _, t in segs] == [False, True, False, True]
         wrong += segs[-1][0] != f"<answer>{task.answer}</answer>"
     assert 0.28 < wrong / 400 < 0.42
+
+
+def test_demonstrations_guess_without_the_tool_at_the_configured_rate() -> None:
+    env = envs.get("mul")  # the default mistake
+    assert env.mistake == "guess"
+    rng = random.Random(4)
+    guesses = 0
+    for _ in range(400):
+        task = env.sample_task(rng)
+        segs = env.demonstration(task, rng, 0.7)
+        if len(segs) == 2:  # prompt, then an answer at once: a wrong guess of the right length
+            guesses += 1
+            guess = segs[1][0].removeprefix("<answer>").removesuffix("</answer>")
+            assert [t for _, t in segs] == [False, True]
+            assert guess != task.answer and len(guess) == len(task.answer)
+        else:  # the tool, then its result copied exactly
+            assert [t for _, t in segs] == [False, True, False, True]
+            assert segs[-1][0] == f"<answer>{task.answer}</answer>"
+    assert 0.63 < guesses / 400 < 0.77
+    with pytest.raises(ValueError, match="env mistake must be one of guess, miscopy"):
+        envs.get("mul", mistake="typo")
 
 
 def test_registry_names_and_errors() -> None:
