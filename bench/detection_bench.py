@@ -4,8 +4,10 @@
 
 Ground truth: runs trained to their last step with stopping off (``bench/ground_truth.py``
 writes them: one ``{"step": n, ...}`` JSONL per run and an ``index.json``). A run is
-**collapsed** when the mean score of its last 5 steps is below zero; its **onset** is the
-first step from which the score stays below zero to the end. Every other run is healthy.
+**collapsed** when the mean score of its last 5 steps is below 0.05 (a dead policy scores
+-0.1 to +0.01; ``ground_truth.COLLAPSED_BELOW`` says why not zero); its **onset** is the
+first step from which the score stays below that to the end. Every other run is healthy.
+Each codec strength is one sweep with its own dense controls.
 
 Each policy sees each run's steps in order (treatments with their paired control's steps
 as they come, as a sweep's Monitor does) and stops it at most once:
@@ -29,10 +31,13 @@ every run to the end. Writes bench/results/detection_bench.md.
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
+import math
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -43,6 +48,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))  # _machine, also when imported (the smoke test)
 
+import ground_truth  # noqa: E402
 from _machine import machine  # noqa: E402  (bench/ is on sys.path as a script)
 
 from correction import names as N  # noqa: E402
@@ -50,7 +56,7 @@ from orchestrator import rules  # noqa: E402
 from orchestrator.logs import read_log  # noqa: E402
 
 OUT = ROOT / "bench" / "results" / "detection_bench.md"
-TRUTH = ROOT / "bench" / "results" / "ground_truth"
+TRUTH = ROOT / "bench" / "results" / "ground_truth" / "grid"
 RLWATCH_VENV = ROOT / "bench" / ".venv-rlwatch"
 Row = dict[str, Any]
 
@@ -70,30 +76,48 @@ class Run:
 
 
 def label(run: Run) -> None:
-    """Collapsed: last 5 steps' mean score < 0; onset: first step the score stays < 0."""
-    scores = [(r["step"], r.get(N.SCORE_MEAN)) for r in run.rows]
-    tail = [s for _, s in scores[-5:] if s is not None]
-    run.collapsed = bool(tail) and statistics.mean(tail) < 0
-    onset = None
-    for step, s in reversed(scores):
-        if s is None or s >= 0:
-            break
-        onset = step
-    run.onset = onset if run.collapsed else None
+    """Collapsed and onset as ``bench/ground_truth.py`` computes a run's fate (one definition:
+    last-5-step mean score below ``ground_truth.COLLAPSED_BELOW``; onset: the first step
+    from which the score stays below it)."""
+    scored = [(int(r["step"]), float(r[N.SCORE_MEAN])) for r in run.rows
+              if math.isfinite(r.get(N.SCORE_MEAN, math.nan))]  # fmt: skip
+    f = ground_truth.fate([s for _, s in scored])
+    run.collapsed = f["fate"] == "collapsed"
+    run.onset = scored[f["onset"] - 1][0] if run.collapsed and f["onset"] else None
+
+
+def _rows(path: Path) -> list[Row]:
+    """A recorded history as ``gapwatch replay`` reads it (gzipped files unpacked first)."""
+    if path.suffix != ".gz":
+        return read_log(path).rows
+    with tempfile.TemporaryDirectory() as tmp:
+        plain = Path(tmp) / path.stem
+        plain.write_bytes(gzip.decompress(path.read_bytes()))
+        return read_log(plain).rows
 
 
 def load(truth: Path, quick: bool) -> list[Run]:
-    """The recorded runs of ``truth/index.json`` (``--quick``: two seeds of each sweep)."""
+    """The runs of ``truth/index.json`` as ``bench/ground_truth.py`` writes it, one sweep per
+    codec strength, each with its own copy of the dense controls (as every sweep runs its
+    own); ``--quick``: seeds 0 and 1 only."""
     index = json.loads((truth / "index.json").read_text())
-    entries = index["runs"] if isinstance(index, dict) else index
+    entries = [e for e in index["runs"] if not quick or int(e["seed"]) < 2]
+    entries = [e for e in entries if ground_truth.history_file(truth, e["run"]) is not None]
+    controls = [e for e in entries if e["role"] == "control"]
+    treatments = [e for e in entries if e["role"] != "control"]
+    strengths = sorted({ground_truth.label(e["codec"], e["codec_kwargs"]) for e in treatments})
+    rows = {e["run"]: _rows(truth / ground_truth.history_file(truth, e["run"]).name)
+            for e in entries}  # fmt: skip
     runs: list[Run] = []
-    for e in entries:
-        if quick and int(e.get("seed", 0)) >= 2:
-            continue
-        rows = read_log(truth / e["file"]).rows
-        run = Run(str(e["key"]), str(e["role"]), str(e.get("sweep", "all")), e.get("control"), rows)
+    for sweep in strengths or ["controls"]:
+        for e in controls:
+            runs.append(Run(f"{sweep}/{e['run']}", "control", sweep, None, rows[e["run"]]))
+        for e in treatments:
+            if ground_truth.label(e["codec"], e["codec_kwargs"]) == sweep:
+                ctl = f"{sweep}/s{e['seed']}-control"
+                runs.append(Run(f"{sweep}/{e['run']}", "treatment", sweep, ctl, rows[e["run"]]))
+    for run in runs:
         label(run)
-        runs.append(run)
     return runs
 
 
@@ -350,7 +374,8 @@ def main() -> int:
         f" ({wall:.0f} s)",
         f"- ground truth: {len(runs)} runs from `{args.truth.relative_to(ROOT) if args.truth.is_relative_to(ROOT) else args.truth}` "
         f"({sum(r.role == 'control' for r in runs)} controls), {len(collapsed)} collapsed "
-        "(last-5-step mean score < 0; onset: the first step the score stays below zero)",
+        f"(last-5-step mean score < {ground_truth.COLLAPSED_BELOW}; onset: the first step the "
+        "score stays below that); each codec strength a sweep with its own copy of the controls",
         "",
         *table(scores),
         "",
