@@ -31,7 +31,7 @@ from torch import nn
 
 from correction import diagnostics, strategies
 from correction import names as N
-from workers import codecs, envs, samplers
+from workers import codecs, devices, envs, samplers
 from workers.config import RunConfig
 from workers.model import load_policy
 from workers.rollout import Trajectory, rollout
@@ -307,10 +307,7 @@ def train(cfg: RunConfig) -> Iterator[StepResult]:
     """Run ``cfg.steps`` GRPO steps, yielding one ``StepResult`` per step (step from 1)."""
     if cfg.num_threads is not None:
         torch.set_num_threads(cfg.num_threads)
-    if cfg.device.startswith("cuda") and not torch.cuda.is_available():
-        raise ValueError(
-            f"device {cfg.device!r} asked for but CUDA is not available; use device: cpu"
-        )
+    devices.require(cfg.device)  # one clear line where the device is not usable here
     model, tokenizer = load_policy(cfg)
     torch.manual_seed(cfg.seed)
     env = envs.get(cfg.env, **cfg.env_kwargs)
