@@ -788,10 +788,16 @@ def main(argv: list[str] | None = None) -> int:
             args.soft_s = max(30.0, float(deadline) - time.time() - 45) if deadline else 180.0
         if args.as_gpu_machine:
             simulate_gpu_machine()
-        if args.work is None:  # never under OUT: the model is large and OUT comes back
+        if args.work is None and args.phase == "large":
+            # never under OUT (the model is large and OUT comes back); removed at the end
+            import shutil
             import tempfile
 
             args.work = tempfile.mkdtemp(prefix="gpu-check-work-")
+            try:
+                return run_phase(args)
+            finally:
+                shutil.rmtree(args.work, ignore_errors=True)
         return run_phase(args)
     if args.cmd == "reference":
         steps = json.loads((Path(args.out) / "quick-dense.json").read_text())["config"]["steps"]
