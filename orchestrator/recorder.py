@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 from ray.tune import Callback
 
+from orchestrator.placement import placement_of
 from orchestrator.trainable import unpack
 from store.engine import mask
 
@@ -249,10 +250,19 @@ class Recorder(Callback):
     ) -> None:
         rep = unpack(result)
         if rep is None:
+            self._record_placement(key_of(trial), result)
             return
         self._steps[rep.key].append((rep.step, rep.metrics, orjson.loads(rep.dists_json)))
         self._buffered += 1
         self._maybe_flush()
+
+    def _record_placement(self, key: str, result: dict[str, Any]) -> None:
+        """Where the trial runs (``orchestrator.placement``) into its run's config."""
+        where = placement_of(result)
+        if where is not None:
+            run_id = self.run_id(key)
+            assert run_id is not None
+            self.store.update_run_config(run_id, {"placement": where})
 
     def on_step_end(self, iteration: int, trials: list[Any], **info: Any) -> None:
         self._maybe_flush()

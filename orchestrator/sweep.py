@@ -34,6 +34,7 @@ from orchestrator.config import Sweep, TrialSpec, load_sweep_config
 from orchestrator.console import console
 from orchestrator.errors import GapwatchError
 from orchestrator.monitor import Monitor
+from orchestrator.placement import with_placement
 from orchestrator.progress import ProgressTable, TrialLine, render_table
 from orchestrator.recorder import FINISHED, Recorder
 from orchestrator.trainable import trainable
@@ -184,7 +185,7 @@ def _tuner(
     if res.gpus > 0:
         resources["gpu"] = res.gpus
     return tune.Tuner(
-        tune.with_resources(train_fn, resources),
+        tune.with_resources(with_placement(train_fn), resources),
         # One grid axis over explicit specs, in order: every control before treatments
         param_space={"spec": tune.grid_search(todo)},
         tune_config=tune.TuneConfig(num_samples=1, reuse_actors=True),

@@ -56,6 +56,7 @@ NOT_SHARED: Final = frozenset(
         "correction_kwargs",
         "num_threads",
         "device",
+        "placement",
     }
 )
 """Config keys a treatment may differ from its control in (the arms of a pair, and where

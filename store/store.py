@@ -239,6 +239,19 @@ class Store:
 
         self._write(go)
 
+    def update_run_config(self, run_id: int, values: dict[str, Any]) -> None:
+        """Set top-level keys of a run's stored config (others kept), e.g. where it ran
+        (``placement``); keys that make up the run's identity are not meant for this."""
+
+        def go(conn: Connection) -> None:
+            old = conn.execute(select(Run.config_json).where(Run.id == run_id)).scalar()
+            if old is None:
+                raise StoreError(f"no run with id {run_id} in {self.url_display}")
+            merged = _json_text(f"config of run {run_id}", {**json.loads(old), **values})
+            conn.execute(update(Run).where(Run.id == run_id).values(config_json=merged))
+
+        self._write(go)
+
     def delete_run_data(self, run_id: int, *, after: int | None = None) -> None:
         """Drop a run's metrics, distributions and decisions (those after step ``after``,
         or all), keeping its row.

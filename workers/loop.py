@@ -35,7 +35,7 @@ from torch import nn
 
 from correction import diagnostics, strategies
 from correction import names as N
-from workers import checkpoint, codecs, envs, samplers
+from workers import checkpoint, codecs, devices, envs, samplers
 from workers.config import RunConfig
 from workers.model import load_policy
 from workers.rollout import Trajectory, rollout
@@ -320,10 +320,7 @@ class GRPORun:
     def __init__(self, cfg: RunConfig, resume: str | Path | None = None) -> None:
         if cfg.num_threads is not None:
             torch.set_num_threads(cfg.num_threads)
-        if cfg.device.startswith("cuda") and not torch.cuda.is_available():
-            raise ValueError(
-                f"device {cfg.device!r} asked for but CUDA is not available; use device: cpu"
-            )
+        devices.require(cfg.device)  # one clear line where the device is not usable here
         self.cfg = cfg
         self.model, self.tokenizer = load_policy(cfg)
         torch.manual_seed(cfg.seed)

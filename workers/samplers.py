@@ -119,12 +119,15 @@ class TorchSampler:
             lp = torch.log_softmax(logits.float() / temperature, dim=-1)  # (B, V)
             tok = torch.multinomial(lp.exp(), 1, generator=gen)  # (B, 1)
             tok_lp = lp.gather(-1, tok)  # (B, 1)
+            # one device-to-host copy per decode step, not two per sequence (on CUDA each
+            # element read would be its own synchronising copy)
+            toks, tok_lps = tok[:, 0].tolist(), tok_lp[:, 0].tolist()
             for i in range(b):
                 if not alive[i]:
                     continue
-                t = int(tok[i, 0])
+                t = toks[i]
                 emitted[i].append(t)
-                logps[i].append(float(tok_lp[i, 0]))
+                logps[i].append(tok_lps[i])
                 tails[i] = (tails[i] + self.stop.piece(t))[-self.stop.keep :]
                 if t == self.eos or self.stop.hit(tails[i]):
                     alive[i] = False

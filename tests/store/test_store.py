@@ -312,6 +312,21 @@ def test_delete_run_data_clears_one_run_and_keeps_its_row(
         st.delete_run_data(10_000)
 
 
+def test_update_run_config_sets_keys_and_keeps_the_rest(
+    st: Store, make_run: Callable[..., int]
+) -> None:
+    rid = make_run("a")
+    before = st.run(rid).config
+    where = {"node_id": "n1", "gpu_ids": ["0"], "cuda_visible_devices": "0"}
+    st.update_run_config(rid, {"placement": where})
+    assert st.run(rid).config == {**before, "placement": where}
+    # a restarted trial reports again: the new placement replaces the old
+    st.update_run_config(rid, {"placement": {**where, "gpu_ids": ["1"]}})
+    assert st.run(rid).config["placement"]["gpu_ids"] == ["1"]
+    with pytest.raises(StoreError, match="no run with id"):
+        st.update_run_config(10_000, {"placement": where})
+
+
 def test_export_run_jsonl_and_csv(st: Store, make_run: Callable[..., int], tmp_path: Path) -> None:
     rid = make_run()
     st.write_steps(rid, [(1, {SCORE: 0.5, GAP: math.nan}, {}), (2, {SCORE: -0.1}, {})])

@@ -75,6 +75,12 @@ def test_role_and_pairing() -> None:
     assert dense.unique_key != comp.unique_key
 
 
+def test_where_a_run_ran_is_not_part_of_its_identity() -> None:
+    run = RunConfig.preset("quick", seed=3).to_dict()
+    placed = {**run, "device": "cuda", "placement": {"node_id": "n1", "gpu_ids": ["1"]}}
+    assert identity.of_config(placed) == identity.of_config(run)
+
+
 def test_configs_are_resolved_so_equal_strategies_label_alike() -> None:
     short = RunConfig.preset("quick", compression="topk", correction="tis")
     spelt = RunConfig.preset(
