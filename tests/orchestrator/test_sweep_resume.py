@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from correction import names as N
 from store import StoreError, open_store
 
 BIN = Path(sys.executable).parent
@@ -111,9 +112,10 @@ def test_resume_after_sigkill_has_no_duplicate_or_missing_step(tmp_path: Path) -
         hist = st.history(r.id)
         steps = [h["step"] for h in hist]
         assert steps == list(range(1, STEPS + 1)), (key, steps)
-        # One value per (name, step): the same count of metrics at every step
-        counts = {len(h) for h in hist}
-        assert len(counts) == 1, (key, counts)
+        # No step lost its figures (the store keeps one value per (run, name, step) by its
+        # primary key; slices such as post_tool are absent on steps without such tokens)
+        for h in hist:
+            assert {N.SCORE_MEAN, N.PROBS_DIFF_MEAN, N.CLIP_RATIO} <= set(h), (key, h["step"])
     # Finished trials were not re-run: their end time is untouched
     for key in finished_before:
         assert after[key].ended == before[key].ended, key
@@ -125,7 +127,9 @@ def test_resume_after_sigkill_has_no_duplicate_or_missing_step(tmp_path: Path) -
     from workers.loop import GRPORun
 
     timing = ("perf/step_time_s", "perf/tokens_per_s")
-    whole = list(GRPORun(RunConfig.from_dict(after[taken_up.trial_id].config)).steps())
+    stored = dict(after[taken_up.trial_id].config)
+    assert stored.pop("placement")["pid"] > 0  # where it ran, beside the run's settings
+    whole = list(GRPORun(RunConfig.from_dict(stored)).steps())
     for h, res in zip(hist, whole, strict=True):
         want = {k: v for k, v in res.metrics.items() if k not in timing}
         got = {k: v for k, v in h.items() if k not in (*timing, "step")}
