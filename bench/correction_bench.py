@@ -195,7 +195,7 @@ def main() -> int:
         "",
         f"- Machine: {machine()}",
         f"- Date: {dt.datetime.now().isoformat(timespec='seconds')}",
-        f"- Command: `{' '.join([Path(sys.executable).name, *sys.argv])}`",
+        f"- Command: `{' '.join(['python', 'bench/correction_bench.py', *sys.argv[1:]])}`",
         f"- Data: B={B} x T={T} = {B * T:,} float32 tokens, all valid, half the rows post-tool; "
         f"median of {args.repeats} runs after a warm-up (reference: {max(5, args.repeats // 3)} runs)",
         "",
