@@ -71,8 +71,16 @@ class Run:
     """Runs that would have run side by side (one codec strength's sweep)."""
     control: str | None
     rows: list[Row]
+    seed: int = -1
+    fate: str = ""
+    """``collapsed``, ``learns`` or ``stalls`` (``bench/ground_truth.py``'s fates)."""
     collapsed: bool = False
     onset: int | None = None
+
+
+def rel(p: Path) -> str:
+    """``p`` relative to the repository where it lies inside it."""
+    return str(p.resolve().relative_to(ROOT)) if p.resolve().is_relative_to(ROOT) else str(p)
 
 
 def label(run: Run) -> None:
@@ -82,6 +90,7 @@ def label(run: Run) -> None:
     scored = [(int(r["step"]), float(r[N.SCORE_MEAN])) for r in run.rows
               if math.isfinite(r.get(N.SCORE_MEAN, math.nan))]  # fmt: skip
     f = ground_truth.fate([s for _, s in scored])
+    run.fate = f["fate"]
     run.collapsed = f["fate"] == "collapsed"
     run.onset = scored[f["onset"] - 1][0] if run.collapsed and f["onset"] else None
 
@@ -111,11 +120,14 @@ def load(truth: Path, quick: bool) -> list[Run]:
     runs: list[Run] = []
     for sweep in strengths or ["controls"]:
         for e in controls:
-            runs.append(Run(f"{sweep}/{e['run']}", "control", sweep, None, rows[e["run"]]))
+            runs.append(
+                Run(f"{sweep}/{e['run']}", "control", sweep, None, rows[e["run"]], e["seed"])
+            )
         for e in treatments:
             if ground_truth.label(e["codec"], e["codec_kwargs"]) == sweep:
                 ctl = f"{sweep}/s{e['seed']}-control"
-                runs.append(Run(f"{sweep}/{e['run']}", "treatment", sweep, ctl, rows[e["run"]]))
+                run = Run(f"{sweep}/{e['run']}", "treatment", sweep, ctl, rows[e["run"]], e["seed"])
+                runs.append(run)
     for run in runs:
         label(run)
     return runs
@@ -372,7 +384,7 @@ def main() -> int:
         f"- date: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}",
         f"- command: `python bench/detection_bench.py{' --quick' if args.quick else ''}`"
         f" ({wall:.0f} s)",
-        f"- ground truth: {len(runs)} runs from `{args.truth.relative_to(ROOT) if args.truth.is_relative_to(ROOT) else args.truth}` "
+        f"- ground truth: {len(runs)} runs from `{rel(args.truth)}` "
         f"({sum(r.role == 'control' for r in runs)} controls), {len(collapsed)} collapsed "
         f"(last-5-step mean score < {ground_truth.COLLAPSED_BELOW}; onset: the first step the "
         "score stays below that); each codec strength a sweep with its own copy of the controls",
