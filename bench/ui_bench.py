@@ -38,7 +38,7 @@ from _machine import machine  # noqa: E402  (bench/ is on sys.path when run as a
 
 from correction import names  # noqa: E402
 from store import Store, open_store  # noqa: E402
-from ui.browser import VIEWPORT, chromium, load  # noqa: E402
+from tools.browser import VIEWPORT, chromium, load  # noqa: E402
 from ui.launch import running_server  # noqa: E402
 from ui.locate import TTL_S  # noqa: E402
 
@@ -156,7 +156,7 @@ def main() -> int:
     ap.add_argument("--out", type=Path, default=ROOT / "docs" / "img" / "pair.png")
     args = ap.parse_args()
     if args.screenshot_only:
-        from ui.screenshot import main as shot
+        from tools.screenshot import main as shot
 
         return shot([*(["--db", args.db] if args.db else []), "--out", str(args.out)])
     if args.quick:

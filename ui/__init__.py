@@ -6,11 +6,14 @@ Start it with ``gapwatch ui [--db URL] [--port N]`` (``ui.launch.serve``). Map:
   sweeps ``/``, one sweep ``/sweep?sweep=ID``, runs compared ``/compare?runs=ID,ID``,
   one run ``/run?run=ID``. Every choice on a page lives in its URL.
 - ``source.py``: the only module that reads the store (cached, short TTL);
-  ``locate.py``: which database, and whether it exists (no Streamlit import).
+  ``locate.py``: which database (the store's URL helpers), and whether it exists
+  (no Streamlit import).
 - ``data.py``: pure pandas shaping (runs table, leaderboard, steps saved, ECDFs);
   ``charts.py``: Vega-Lite specs; ``nav.py``: URL state and the per-page error guard.
-- ``launch.py``: ``serve`` and ``running_server`` (headless server on a free port);
-  ``browser.py``: Chromium via Playwright; ``screenshot.py``: the README's pair image.
+- ``launch.py``: ``serve`` and ``running_server`` (headless server on a free port).
+  The browser driver and the screenshot script are development tools outside the
+  package, in the repository's ``tools/``.
 
-Depends on ``store`` and ``correction.names`` only; nothing imports ``ui``.
+Depends on ``store`` and ``correction.names`` only; nothing in the package imports ``ui``
+but the CLI's ``gapwatch ui``.
 """

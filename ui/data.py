@@ -19,9 +19,7 @@ import numpy as np
 import pandas as pd
 
 from correction import names
-
-RUN_STATUSES: tuple[str, ...] = ("running", "completed", "stopped", "failed")
-"""Run statuses the store knows, in the order the sweeps table counts them."""
+from store.schema import RUN_STATUSES
 
 BUDGET_KEYS: tuple[str, ...] = ("steps", "max_steps", "total_steps", "num_steps")
 """Config keys that may hold a run's step budget (the first one present wins)."""

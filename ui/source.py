@@ -19,7 +19,6 @@ import streamlit as st
 
 from ui import data
 from ui.locate import (
-    DEFAULT_URL,
     ENV_URL,
     TTL_S,
     UIError,
@@ -28,7 +27,7 @@ from ui.locate import (
     display_url,
 )
 
-__all__ = ["DEFAULT_URL", "ENV_URL", "TTL_S", "UIError", "check_database", "db_url", "display_url"]
+__all__ = ["ENV_URL", "TTL_S", "UIError", "check_database", "db_url", "display_url"]
 
 
 def _open(url: str) -> Any:

@@ -3,7 +3,7 @@
 Each page is opened by its URL; the test checks the run names, rule names, charts and
 tables a user would see, saves a screenshot of each page under the test's tmp dir, and
 makes sure the server is gone afterwards. Also: ``gapwatch ui`` over a missing database
-prints one line and starts nothing; ``python -m ui.screenshot`` writes a PNG.
+prints one line and starts nothing; ``python -m tools.screenshot`` writes a PNG.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from ui.browser import CHROMIUM, VIEWPORT, chromium, drawn_state, line_geometry, load
+from tools.browser import CHROMIUM, VIEWPORT, chromium, drawn_state, line_geometry, load
 from ui.launch import Server, running_server
 
 # Without Chromium these skip on a developer's machine; CI sets GAPWATCH_REQUIRE_BROWSER=1
@@ -162,7 +162,7 @@ def test_cli_refuses_missing_database(tmp_path: Path) -> None:
 def test_screenshot_script(filled: Any, tmp_path: Path) -> None:
     out = tmp_path / "img" / "pair.png"
     done = subprocess.run(
-        [sys.executable, "-m", "ui.screenshot", "--db", filled.url, "--out", str(out)],
+        [sys.executable, "-m", "tools.screenshot", "--db", filled.url, "--out", str(out)],
         capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]

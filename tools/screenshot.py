@@ -1,6 +1,6 @@
 """Screenshot the pair page (a stopped treatment next to its dense control) of any store.
 
-    python -m ui.screenshot --db sqlite:///gapwatch.db --out docs/img/pair.png [--runs 2,1]
+    python -m tools.screenshot --db sqlite:///gapwatch.db --out docs/img/pair.png [--runs 2,1]
         [--query log=1]
 
 Without ``--runs`` it picks the first stopped treatment and its control (else the first
@@ -16,10 +16,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+from tools.browser import VIEWPORT, BrowserError, chromium, load
 from ui import data
-from ui.browser import VIEWPORT, BrowserError, chromium, load
-from ui.launch import check, resolve, running_server
-from ui.locate import UIError
+from ui.launch import check, running_server
+from ui.locate import UIError, resolve
 
 PAIR_CHARTS = 8  # six figures and two ECDFs
 _HEIGHT_JS = """() => {

@@ -1,6 +1,6 @@
 """Drive Debian's Chromium (``/usr/bin/chromium``) with Playwright's sync API: open a page
 of a running UI and wait until its charts and tables are drawn. Used by the browser
-tests, ``bench/ui_bench.py`` and ``ui/screenshot.py``. Never runs ``playwright install``.
+tests, ``bench/ui_bench.py`` and ``tools/screenshot.py``. Never runs ``playwright install``.
 """
 
 from __future__ import annotations
