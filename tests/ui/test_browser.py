@@ -2,8 +2,10 @@
 
 Each page is opened by its URL; the test checks the run names, rule names, charts and
 tables a user would see, saves a screenshot of each page under the test's tmp dir, and
-makes sure the server is gone afterwards. Also: ``gapwatch ui`` over a missing database
-prints one line and starts nothing; ``python -m tools.screenshot`` writes a PNG.
+makes sure the server is gone afterwards. Where a page draws something whose place
+matters (every run's line, the stop labels), the test reads the drawn marks' boxes from the SVG and checks them.
+Also: ``gapwatch ui`` over a missing database prints one line and starts nothing;
+``python -m tools.screenshot`` writes a PNG.
 """
 
 from __future__ import annotations
@@ -17,7 +19,15 @@ from typing import Any
 
 import pytest
 
-from tools.browser import CHROMIUM, VIEWPORT, chromium, drawn_state, line_geometry, load
+from tools.browser import (
+    CHROMIUM,
+    VIEWPORT,
+    chromium,
+    drawn_state,
+    line_geometry,
+    load,
+    views,
+)
 from ui.launch import Server, running_server
 
 # Without Chromium these skip on a developer's machine; CI sets GAPWATCH_REQUIRE_BROWSER=1
@@ -81,7 +91,7 @@ def test_sweep_page(server: Server, filled: Any, page: Any, tmp_path: Path) -> N
 
 def test_pair_page(server: Server, filled: Any, page: Any, tmp_path: Path) -> None:
     pair = f"{filled.ids['t1_none']},{filled.ids['c1']}"
-    seconds = load(page, f"{server.url}/compare?runs={pair}", charts=8)
+    seconds = load(page, f"{server.url}/compare?runs={pair}", charts=1, views=8)
     text = body_text(page)
     assert "#2 q2/none s1" in text and "#1 dense control s1" in text
     joined = svg_text(page)
@@ -106,7 +116,7 @@ def test_pair_page_draws_every_line_in_view(
     from ui.views.compare import FIGURES
 
     pair = f"{filled.ids['t1_none']},{filled.ids['c1']}"
-    load(page, f"{server.url}/compare?runs={pair}&log={log}", charts=8)
+    load(page, f"{server.url}/compare?runs={pair}&log={log}", charts=1, views=8)
     page.screenshot(path=str(tmp_path / f"pair-log{log}.png"), full_page=True)
     charts = {c["title"]: c for c in line_geometry(page)}
     assert set(charts) >= {f.title for f in FIGURES}, sorted(charts)
@@ -123,7 +133,7 @@ def test_pair_page_draws_every_line_in_view(
 
 
 def test_pair_page_log_scale_from_url(server: Server, filled: Any, page: Any) -> None:
-    load(page, f"{server.url}/compare?runs={filled.ids['c1']}&log=1&ecdf=3,9", charts=8)
+    load(page, f"{server.url}/compare?runs={filled.ids['c1']}&log=1&ecdf=3,9", charts=1, views=8)
     toggle = page.locator("input[aria-label='log scale']")
     assert toggle.is_checked()
     assert "step 9" in svg_text(page)
@@ -142,7 +152,7 @@ def test_run_page(server: Server, filled: Any, page: Any, tmp_path: Path) -> Non
 def test_failed_and_nan_runs(server: Server, filled: Any, page: Any) -> None:
     load(page, f"{server.url}/run?run={filled.ids['t2_icepop']}", charts=2, tables=1)
     assert "this run failed: RuntimeError: worker died at step 3" in body_text(page)
-    load(page, f"{server.url}/compare?runs={filled.ids['t2_tis']}", charts=8)
+    load(page, f"{server.url}/compare?runs={filled.ids['t2_tis']}", charts=1, views=8)
     assert "not finite" in body_text(page)
 
 
@@ -221,3 +231,57 @@ def test_running_sweep_page_refreshes_itself(filled: Any, browser: Any, tmp_path
         assert first.inner_text() == "7", "the page did not pick up the new run by itself"
         page.close()
     st.close()
+
+
+# --- the threshold sweep (tests/ui/conftest.py: fill_thresholds) -------------------------
+
+
+@pytest.fixture(scope="module")
+def t_server(thresholds: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    log = tmp_path_factory.mktemp("uilog") / "streamlit-thresholds.log"
+    with running_server(thresholds.url, log_path=log) as srv:
+        yield srv
+
+
+def centre(item: dict[str, float]) -> tuple[float, float]:
+    return (item["left"] + item["right"]) / 2, (item["top"] + item["bottom"]) / 2
+
+
+def view(drawn: list[dict[str, Any]], title: str) -> dict[str, Any]:
+    found = [v for v in drawn if v["title"] == title]
+    assert len(found) == 1, (title, [v["title"] for v in drawn])
+    return found[0]
+
+
+def layer(v: dict[str, Any], index: int, kind: str) -> list[dict[str, Any]]:
+    return [it for ly in v["layers"] if ly["layer"] == index and ly["type"] == kind
+            for it in ly["items"]]  # fmt: skip
+
+
+def test_stop_labels_never_overlap(
+    t_server: Server, thresholds: Any, page: Any, tmp_path: Path
+) -> None:
+    """Five runs stopped at steps 6-8 by four rules: one label per rule group (three
+    score_collapse stops share one), stacked above the plot, no two boxes touching."""
+    keys = ["tis(C=1.5)", "tis(C=2)", "icepop(lo=0.5, hi=5)", "icepop(lo=0.8, hi=5)",
+            "k3_rs(hi=0.001)", "control"]  # fmt: skip
+    ids = ",".join(str(thresholds.ids[(k, 0)]) for k in keys)
+    load(page, f"{t_server.url}/compare?runs={ids}", charts=1, views=6)
+    page.screenshot(path=str(tmp_path / "stops.png"), full_page=True)
+    geo = line_geometry(page)
+    assert len(geo) == 6
+    for g in geo:
+        labels = g["stopLabels"]
+        assert sorted(lab["text"] for lab in labels) == [
+            "length_runaway", "post_tool_tail_growth", "score_collapse ×3",
+        ], g["title"]  # fmt: skip
+        for i, a in enumerate(labels):
+            assert a["bottom"] <= g["plot"]["top"], (g["title"], "label over the plot", a)
+            for b in labels[i + 1 :]:
+                apart = (a["right"] <= b["left"] or b["right"] <= a["left"]
+                         or a["bottom"] <= b["top"] or b["bottom"] <= a["top"])  # fmt: skip
+                assert apart, (g["title"], a, b)
+    red = [v for v in views(page) if v["title"] == "Task score"][0]
+    rules = [it for ly in red["layers"] if ly["type"] == "rule" for it in ly["items"]
+             if (it["stroke"] or "").lower() == "#d62728"]  # fmt: skip
+    assert len(rules) == 5  # one red rule per stopped run

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 from typing import Any
@@ -11,8 +12,9 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 import ui
-from ui import source
+from ui import data, source
 from ui.source import ENV_URL
+from ui.views.compare import ECDF_TITLE, FIGURES
 
 STEPS = 12  # as tests/ui/conftest.py writes
 Filled = Any
@@ -52,6 +54,20 @@ def frames_text(at: AppTest) -> str:
 
 def charts(at: AppTest) -> int:
     return len(at.get("vega_lite_chart"))
+
+
+def specs(at: AppTest) -> list[dict[str, Any]]:
+    return [json.loads(c.proto.spec) for c in at.get("vega_lite_chart")]
+
+
+def view_titles(at: AppTest) -> list[str]:
+    """The titles of every view of every chart (a page's chart concatenates views)."""
+    out = []
+    for spec in specs(at):
+        views = [v for row in spec.get("vconcat", [{"hconcat": [spec]}]) for v in row["hconcat"]]
+        out += [v["title"]["text"] if isinstance(v.get("title"), dict) else v.get("title")
+                for v in views]  # fmt: skip
+    return out
 
 
 def chart_data(at: AppTest) -> str:
@@ -128,8 +144,11 @@ def test_compare_pair_draws_every_figure_and_ecdfs(
     at = render(monkeypatch, filled.url, "views/compare.py", runs=pair)
     no_exception(at)
     assert at.multiselect(key="pick_runs").value == [filled.ids["t1_none"], filled.ids["c1"]]
-    # six figures + one ECDF chart per slice
-    assert charts(at) == 8
+    # one chart: six figures + one ECDF view per slice
+    assert charts(at) == 1
+    assert view_titles(at) == [f.title for f in FIGURES] + [
+        ECDF_TITLE.format(s) for s in ("text", "post_tool")
+    ]
     specs = chart_data(at)
     assert "score_collapse" in specs  # the stop rule's label on the stop rule line
     assert "budget 64" in specs and "zero" in specs
@@ -280,7 +299,7 @@ def test_pages_over_postgresql(monkeypatch: pytest.MonkeyPatch, filled_pg: Fille
     pair = f"{filled_pg.ids['t1_none']},{filled_pg.ids['c1']}"
     at = render(monkeypatch, filled_pg.url, "views/compare.py", runs=pair)
     no_exception(at)
-    assert charts(at) == 8
+    assert len(view_titles(at)) == 8
     at = render(monkeypatch, filled_pg.url, "views/run.py", run=filled_pg.ids["t1_none"])
     no_exception(at)
     assert "step 6: stop by score_collapse" in texts(at)
@@ -317,3 +336,22 @@ def test_run_without_steps_renders_everywhere(
     at = render(monkeypatch, url, "views/run.py", run=rid)
     no_exception(at)
     assert "no stored metric yet" in texts(at)
+
+
+def test_compare_refuses_too_many_runs_in_one_line(
+    monkeypatch: pytest.MonkeyPatch, thresholds: Any
+) -> None:
+    ids = sorted(thresholds.ids.values())[: data.MAX_COMPARE + 1]
+    wanted = ",".join(map(str, ids))
+    at = render(monkeypatch, thresholds.url, "views/compare.py", runs=wanted)
+    no_exception(at)
+    assert [e.value for e in at.error] == [
+        f"This link asks for {data.MAX_COMPARE + 1} runs; the compare page draws at most "
+        f"{data.MAX_COMPARE} at once. Pick up to {data.MAX_COMPARE} below, or filter the "
+        "sweep's runs table first."
+    ]
+    assert charts(at) == 0
+    assert at.query_params["runs"] in (wanted, [wanted])  # the link is kept, not rewritten
+    at = render(monkeypatch, thresholds.url, "views/compare.py", runs=",".join(map(str, ids[:-1])))
+    no_exception(at)
+    assert not at.error and charts(at) == 1
