@@ -8,8 +8,12 @@ Start it with ``gapwatch ui [--db URL] [--port N]`` (``ui.launch.serve``). Map:
 - ``source.py``: the only module that reads the store (cached, short TTL);
   ``locate.py``: which database (the store's URL helpers), and whether it exists
   (no Streamlit import).
-- ``data.py``: pure pandas shaping (runs table, leaderboard, steps saved, ECDFs);
-  ``charts.py``: Vega-Lite specs; ``nav.py``: URL state and the per-page error guard.
+- ``data.py``: pure pandas shaping (runs table, steps saved, series, ECDFs);
+  ``board.py``: strategies across seeds (leaderboard with spread and ranks, outcomes by
+  threshold); ``sweep_model.py``: the sweep page's tables and charts, cached.
+- ``charts.py``: Vega-Lite line and ECDF views and the one chart a page's views share;
+  ``labels.py``: stop labels that never overlap; ``sweep_charts.py``: spread, outcome
+  and threshold views; ``nav.py``: URL state and the per-page error guard.
 - ``launch.py``: ``serve`` and ``running_server`` (headless server on a free port).
   The browser driver and the screenshot script are development tools outside the
   package, in the repository's ``tools/``.

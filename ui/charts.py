@@ -5,7 +5,7 @@ hover rule that shows every run's value at the nearest step in one tooltip (W&B 
 optional horizontal reference lines (zero for the score, the token budget for lengths)
 and the stop step of each stopped run as a red vertical rule labelled with the rule name
 (labels laid out by ``ui.labels`` so they never overlap). ECDFs draw |log-ratio| on a log
-axis. The sweep page's outcome chart is here too.
+axis. ``ui.sweep_charts`` has the sweep page's views.
 
 A page's views go to the browser as **one** chart (:func:`concat`): the browser then
 compiles, lays out and draws one Vega view instead of one per figure, which measured
@@ -423,42 +423,4 @@ def grid(rows: Sequence[Sequence[Spec]], *, independent: Sequence[str] = ("strok
         "config": CONFIG,
         "usermeta": USERMETA,
         "datasets": datasets,
-    }
-
-
-def outcome_chart(df: pd.DataFrame) -> Spec:
-    """One point per run: final score against mean gap (log x), colour = strategy,
-    shape = status; the zero score line drawn. ``df``: run, strategy, status, score, gap.
-    """
-    data = df.dropna(subset=["score", "gap"])
-    data = data[data["gap"] > 0][["run", "strategy", "status", "score", "gap"]]
-    return {
-        "title": "Final score vs mean gap, one point per run",
-        "height": HEIGHT,
-        "config": CONFIG,
-        "layer": [
-            {
-                "data": {"name": "runs"},
-                "mark": {"type": "point", "size": 80, "filled": True, "opacity": 0.85},
-                "encoding": {
-                    "x": quant("gap", "mean probability gap", scale={"type": "log"}),
-                    "y": quant("score", "final score"),
-                    "color": color_enc("strategy", "strategy", data["strategy"].nunique()),
-                    "shape": nominal("status", "status"),
-                    "tooltip": [
-                        nominal("run"),
-                        nominal("strategy"),
-                        nominal("status"),
-                        quant("score", "score", format=".3f"),
-                        quant("gap", "gap", format=".4g"),
-                    ],
-                },  # fmt: skip
-            },
-            {
-                "data": {"values": [{"y": 0.0}]},
-                "mark": {"type": "rule", "strokeDash": [4, 3], "color": REF_COLOR},
-                "encoding": {"y": quant("y")},
-            },
-        ],
-        "datasets": named_datasets(runs=data),
     }

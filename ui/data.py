@@ -1,8 +1,9 @@
 """Pure data shaping for the UI: store rows (as plain dicts) in, pandas frames out.
 
 Nothing here talks to Streamlit or to the database, so every table and every derived
-figure the pages show (runs table, leaderboard, steps saved, ECDFs, chart frames) is
-tested on plain data. ``ui.source`` turns store rows into the dicts these functions take.
+figure the pages show (runs table, steps saved, ECDFs, chart frames) is
+tested on plain data (``ui.board`` has the strategies across seeds). ``ui.source`` turns
+store rows into the dicts these functions take.
 
 Row dicts carry the store's field names: a run has ``id, sweep_id, trial_id, role,
 pair_key, seed, compression, correction, config, status, stop_rule, stop_step, error``
@@ -60,13 +61,6 @@ def run_label(run: Mapping[str, Any]) -> str:
     seed = run.get("seed")
     seed_part = f" s{seed}" if seed is not None else ""
     return f"#{run['id']} {kind}{seed_part}"
-
-
-def strategy_of(run: Mapping[str, Any]) -> str:
-    """The leaderboard key of a run: the dense control, or ``codec + correction``."""
-    if run.get("role") == "control":
-        return "dense control"
-    return f"{run.get('compression') or '?'} + {run.get('correction') or 'none'}"
 
 
 def _finite(value: float | None) -> float | None:
@@ -214,63 +208,6 @@ def steps_saved(table: pd.DataFrame) -> int:
     return total
 
 
-def leaderboard(table: pd.DataFrame, mean_gap: Mapping[int, float | None]) -> pd.DataFrame:
-    """Correction strategies across seeds, the dense control first as the baseline.
-
-    ``table`` is :func:`runs_table`'s frame (with a ``strategy`` column added here),
-    ``mean_gap`` maps run id to the run's mean probability gap over its steps.
-    Columns: strategy, seeds, collapsed (stopped or failed / seeds), steps survived
-    (mean), final score (mean), score vs control, mean gap, gap vs control (ratio).
-    """
-    cols = [
-        "strategy", "runs", "collapsed", "steps survived", "final score",
-        "score vs control", "mean gap", "gap vs control",
-    ]  # fmt: skip
-    if table.empty:
-        return pd.DataFrame(columns=cols)
-    t = table.copy()
-    t["strategy"] = [
-        "dense control" if role == "control" else f"{codec or '?'} + {corr or 'none'}"
-        for role, codec, corr in zip(t["role"], t["codec"], t["correction"], strict=True)
-    ]
-    t["survived"] = [steps_survived(row) for _, row in t.iterrows()]
-    t["collapsed_flag"] = t["status"].isin(["stopped", "failed"])
-    t["gap"] = [_finite(mean_gap.get(int(i))) for i in t["id"]]
-    rows = []
-    for strategy, g in t.groupby("strategy", sort=True):
-        rows.append(
-            {
-                "strategy": strategy,
-                "runs": len(g),
-                "collapsed": f"{int(g['collapsed_flag'].sum())}/{len(g)}",
-                "steps survived": _mean(g["survived"]),
-                "final score": _mean(g["last score"]),
-                "mean gap": _mean(g["gap"]),
-            }
-        )
-    board = pd.DataFrame(rows)
-    base = board[board["strategy"] == "dense control"]
-    base_score = base["final score"].iloc[0] if not base.empty else None
-    base_gap = base["mean gap"].iloc[0] if not base.empty else None
-    board["score vs control"] = [
-        None if s is None or base_score is None or pd.isna(s) or pd.isna(base_score)
-        else s - base_score
-        for s in board["final score"]
-    ]  # fmt: skip
-    board["gap vs control"] = [
-        None if g is None or not base_gap or pd.isna(g) or pd.isna(base_gap) else g / base_gap
-        for g in board["mean gap"]
-    ]
-    order = [0 if s == "dense control" else 1 for s in board["strategy"]]
-    board = board.assign(_o=order).sort_values(["_o", "strategy"]).drop(columns="_o")
-    return board[cols].reset_index(drop=True)
-
-
-def _mean(values: Iterable[Any]) -> float | None:
-    xs = [float(v) for v in values if v is not None and not pd.isna(v)]
-    return sum(xs) / len(xs) if xs else None
-
-
 SERIES_COLUMNS = ("run_id", "name", "step", "value", "flag")
 
 
@@ -371,6 +308,19 @@ def parse_int_list(text: str | None) -> list[int]:
         part = part.strip()
         if part.lstrip("-").isdigit():
             out.append(int(part))
+    return out
+
+
+def pair_index(runs: Sequence[Mapping[str, Any]]) -> dict[int, list[int]]:
+    """Every run's :func:`pair_of` at once (one pass, not one scan of ``runs`` per run)."""
+    controls: dict[Any, list[int]] = {}
+    for r in runs:
+        if r.get("role") == "control" and r.get("pair_key") is not None:
+            controls.setdefault(r["pair_key"], []).append(int(r["id"]))
+    out = {}
+    for r in runs:
+        rid = int(r["id"])
+        out[rid] = [rid, *(c for c in controls.get(r.get("pair_key"), []) if c != rid)]
     return out
 
 

@@ -3,7 +3,8 @@
 Each page is opened by its URL; the test checks the run names, rule names, charts and
 tables a user would see, saves a screenshot of each page under the test's tmp dir, and
 makes sure the server is gone afterwards. Where a page draws something whose place
-matters (every run's line, the stop labels), the test reads the drawn marks' boxes from the SVG and checks them.
+matters (every run's line, the stop labels, the spread of a strategy, the seed mean at
+each threshold), the test reads the drawn marks' boxes from the SVG and checks them.
 Also: ``gapwatch ui`` over a missing database prints one line and starts nothing;
 ``python -m tools.screenshot`` writes a PNG.
 """
@@ -77,7 +78,7 @@ def test_sweeps_page(server: Server, page: Any, tmp_path: Path) -> None:
 
 
 def test_sweep_page(server: Server, filled: Any, page: Any, tmp_path: Path) -> None:
-    load(page, f"{server.url}/sweep?sweep={filled.sweep_id}", charts=1, tables=3)
+    load(page, f"{server.url}/sweep?sweep={filled.sweep_id}", charts=1, views=2, tables=3)
     page.get_by_text("Sweep ui-test").first.wait_for()
     text = body_text(page)
     assert "worker died at step 3" in text  # the failed run's error, said in the page
@@ -218,7 +219,7 @@ def test_running_sweep_page_refreshes_itself(filled: Any, browser: Any, tmp_path
     fast = {"GAPWATCH_UI_REFRESH_S": "1", "GAPWATCH_UI_TTL_S": "0.5"}
     with running_server(url, env=fast) as srv:
         page = browser.new_page(viewport=VIEWPORT)
-        load(page, f"{srv.url}/sweep?sweep={filled.sweep_id}", charts=1, tables=3)
+        load(page, f"{srv.url}/sweep?sweep={filled.sweep_id}", charts=1, views=2, tables=3)
         first = page.get_by_test_id("stMetricValue").first
         assert first.inner_text() == "6"
         st.ensure_run(
@@ -256,6 +257,76 @@ def view(drawn: list[dict[str, Any]], title: str) -> dict[str, Any]:
 def layer(v: dict[str, Any], index: int, kind: str) -> list[dict[str, Any]]:
     return [it for ly in v["layers"] if ly["layer"] == index and ly["type"] == kind
             for it in ly["items"]]  # fmt: skip
+
+
+SWEEP_VIEWS = 2 + 3  # spread + outcome; the chosen threshold's three views
+
+
+def test_threshold_view_draws_each_run_and_the_seed_mean(
+    t_server: Server, thresholds: Any, page: Any, tmp_path: Path
+) -> None:
+    """Per threshold value one point per seed, and the mean line through their mean; the
+    values spaced on a linear axis for tis' C (1.5, 2, 4), on a log axis for k3_rs' hi
+    (0.001, 0.01, 0.1), both read from the runs' configs."""
+    from urllib.parse import quote
+
+    columns = {}
+    for corr, param in (("tis", "C"), ("k3_rs", "hi"), ("icepop", "lo")):
+        choice = quote(f"topk(keep=0.05) + {corr}: {param}")
+        load(page, f"{t_server.url}/sweep?sweep={thresholds.sweep_id}&threshold={choice}",
+             charts=2, views=SWEEP_VIEWS, tables=3)  # fmt: skip
+        page.screenshot(path=str(tmp_path / f"threshold-{corr}.png"), full_page=True)
+        drawn = views(page)
+        for what in ("steps survived", "final score"):
+            v = view(drawn, f"topk(keep=0.05) + {corr}: {what} vs {param}")
+            points = [centre(it) for it in layer(v, 1, "symbol")]
+            means = sorted(centre(it) for it in layer(v, 0, "symbol"))
+            xs = sorted({round(x) for x, _ in points})
+            n_values = 2 if corr == "icepop" else 3
+            assert len(points) == 3 * n_values and len(xs) == n_values, (corr, what, xs)
+            assert len(means) == n_values
+            for (mx, my), x in zip(means, xs, strict=True):
+                seeds = [py for px, py in points if abs(px - x) <= 1]
+                assert len(seeds) == 3
+                # a linear y axis: the mean of the pixels is the pixel of the mean
+                assert abs(mx - x) <= 1 and abs(my - sum(seeds) / 3) <= 1.5, (corr, what)
+            plot = v["plot"]
+            assert all(plot["left"] <= x <= plot["right"] for x in xs)
+            columns[corr] = xs
+        if corr == "tis":
+            ended = view(drawn, "topk(keep=0.05) + tis: runs per ending vs C")
+            counts = sorted(it["text"] for it in layer(ended, 1, "text"))
+            assert counts == sorted(["3", "1", "1", "1", "3"])  # 1.5: 3 stopped; 4: 3 ran
+    c = columns["tis"]  # C = 1.5, 2, 4 on a linear axis: gaps in the ratio 0.5 : 2
+    assert (c[2] - c[1]) / (c[1] - c[0]) == pytest.approx(4.0, rel=0.06)
+    h = columns["k3_rs"]  # hi = 0.001, 0.01, 0.1 on a log axis: equal gaps
+    assert (h[2] - h[1]) == pytest.approx(h[1] - h[0], abs=1.5)
+
+
+def test_leaderboard_shows_each_strategy_spread(
+    t_server: Server, thresholds: Any, page: Any
+) -> None:
+    """Per strategy, a line from its lowest to its highest run, a tick per run on it and
+    the mean between; the table says which strategies overlap."""
+    from ui.sweep_model import SPREAD_TITLE
+
+    load(page, f"{t_server.url}/sweep?sweep={thresholds.sweep_id}", charts=2,
+         views=SWEEP_VIEWS, tables=3)  # fmt: skip
+    v = view(views(page), SPREAD_TITLE)
+    rules, ticks, means = layer(v, 0, "rule"), layer(v, 1, "rect"), layer(v, 2, "symbol")
+    assert len(rules) == len(means) == 9 and len(ticks) == 27  # 9 strategies x 3 seeds
+    for rule in rules:
+        _, y = centre(rule)
+        on_row = [centre(t)[0] for t in ticks if abs(centre(t)[1] - y) <= 1]
+        assert len(on_row) == 3, y
+        assert rule["left"] == pytest.approx(min(on_row), abs=1.5)
+        assert rule["right"] == pytest.approx(max(on_row), abs=1.5)
+        (mean,) = [centre(m)[0] for m in means if abs(centre(m)[1] - y) <= 1]
+        assert min(on_row) - 1 <= mean <= max(on_row) + 1
+    grid = page.locator("[data-testid='stDataFrame']").nth(1)
+    grid.locator("th", has_text="overlaps with").first.wait_for(state="attached")
+    grid.locator("td", has_text="dense control, ").first.wait_for(state="attached")
+    assert "share a rank" in body_text(page)
 
 
 def test_stop_labels_never_overlap(

@@ -14,6 +14,7 @@ from streamlit.testing.v1 import AppTest
 import ui
 from ui import data, source
 from ui.source import ENV_URL
+from ui.sweep_model import SPREAD_TITLE
 from ui.views.compare import ECDF_TITLE, FIGURES
 
 STEPS = 12  # as tests/ui/conftest.py writes
@@ -355,3 +356,39 @@ def test_compare_refuses_too_many_runs_in_one_line(
     at = render(monkeypatch, thresholds.url, "views/compare.py", runs=",".join(map(str, ids[:-1])))
     no_exception(at)
     assert not at.error and charts(at) == 1
+
+
+def test_sweep_page_spread_and_threshold_views(
+    monkeypatch: pytest.MonkeyPatch, thresholds: Any
+) -> None:
+    at = render(monkeypatch, thresholds.url, "views/sweep.py", sweep=thresholds.sweep_id)
+    no_exception(at)
+    board = at.dataframe[1].value.set_index("strategy")
+    tis4, ctl = board.loc["topk(keep=0.05) + tis(C=4)"], board.loc["dense control"]
+    assert (tis4["score min"], tis4["score max"]) == pytest.approx((0.28, 0.40))
+    assert tis4["rank"] == ctl["rank"] == 1  # overlapping ranges: not ranked apart
+    assert "dense control" in tis4["overlaps with"]
+    assert board.loc["topk(keep=0.05) + tis(C=1.5)", "rank"] > 1
+    assert view_titles(at)[:2] == [SPREAD_TITLE, "Final score vs mean gap, one point per run"]
+    choices = at.get("button_group")[0].proto.options
+    options = [o.content for o in choices]
+    assert options == [f"topk(keep=0.05) + {c}" for c in ("icepop: lo", "k3_rs: hi", "tis: C")]
+    for option, log in zip(options, (False, True, False), strict=True):
+        at = render(monkeypatch, thresholds.url, "views/sweep.py", sweep=thresholds.sweep_id,
+                    threshold=option)  # fmt: skip
+        no_exception(at)
+        group, param = option.split(": ")
+        assert view_titles(at)[2:] == [
+            f"{group}: steps survived vs {param}", f"{group}: final score vs {param}",
+            f"{group}: runs per ending vs {param}",
+        ]  # fmt: skip
+        x = specs(at)[1]["vconcat"][0]["hconcat"][1]["layer"][0]["encoding"]["x"]
+        assert (x["scale"].get("type") == "log") is log  # only k3_rs' hi spans decades
+
+
+def test_sweep_page_without_varying_thresholds_says_so(
+    monkeypatch: pytest.MonkeyPatch, filled: Filled
+) -> None:
+    at = render(monkeypatch, filled.url, "views/sweep.py", sweep=filled.sweep_id)
+    no_exception(at)
+    assert "No correction's threshold varies across this sweep's runs" in texts(at)
