@@ -144,6 +144,14 @@ def decisions(
     return [as_dict(d) for d in _store(url).decisions(run_id=run_id, sweep_id=sweep_id)]
 
 
+def run_jsonl(url: str, run_id: int) -> bytes:
+    """The run's metrics as the ``.jsonl`` log ``gapwatch export`` writes and ``gapwatch
+    replay`` reads (``store.export.jsonl_lines``), read when the user asks for it."""
+    from store.export import jsonl_lines
+
+    return "".join(jsonl_lines(_store(url).history(run_id))).encode("utf-8")
+
+
 def labels_for(run_rows: Sequence[dict[str, Any]]) -> tuple[tuple[int, str], ...]:
     """Hashable ``(id, label)`` pairs for :func:`series` (cache keys must hash)."""
     return tuple((int(r["id"]), data.run_label(r)) for r in run_rows)

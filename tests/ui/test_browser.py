@@ -6,7 +6,7 @@ makes sure the server is gone afterwards. Where a page draws something whose pla
 matters (every run's line, the stop labels, the spread of a strategy, the seed mean at
 each threshold), the test reads the drawn marks' boxes from the SVG and checks them.
 Also: ``gapwatch ui`` over a missing database prints one line and starts nothing;
-``python -m tools.screenshot`` writes a PNG.
+``python -m tools.screenshot`` writes a PNG; a run downloaded from its page replays.
 """
 
 from __future__ import annotations
@@ -356,3 +356,37 @@ def test_stop_labels_never_overlap(
     rules = [it for ly in red["layers"] if ly["type"] == "rule" for it in ly["items"]
              if (it["stroke"] or "").lower() == "#d62728"]  # fmt: skip
     assert len(rules) == 5  # one red rule per stopped run
+
+
+def test_run_page_download_replays(server: Server, filled: Any, page: Any, tmp_path: Path) -> None:
+    """The run page's button downloads what `gapwatch export` writes, and `gapwatch replay`
+    reads it (with the control's, from the second button) as the page's command says."""
+    import json
+
+    from store import open_store
+
+    rid, ctl = filled.ids["t1_none"], filled.ids["c1"]
+    load(page, f"{server.url}/run?run={rid}", charts=2, tables=1)
+    saved = {}
+    for label, which in (("Download run as JSONL", rid), ("Download its dense control", ctl)):
+        with page.expect_download() as got:
+            page.get_by_role("button", name=label).click()
+        path = tmp_path / got.value.suggested_filename
+        got.value.save_as(path)
+        saved[which] = path
+    assert saved[rid].name == f"run-{rid}.jsonl" and saved[ctl].name == f"run-{ctl}.jsonl"
+    st = open_store(filled.url, read_only=True)
+    exported = tmp_path / "exported.jsonl"
+    st.export_run(rid, exported)
+    st.close()
+    assert saved[rid].read_bytes() == exported.read_bytes()
+    command = page.locator("[data-testid='stCode']").first.inner_text().strip()
+    assert command == f"gapwatch replay run-{rid}.jsonl --control run-{ctl}.jsonl"
+    args = command.split()[1:] + ["--json"]
+    done = subprocess.run(
+        [sys.executable, "-m", "orchestrator.cli", *args], cwd=tmp_path,
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    result = json.loads(done.stdout)
+    assert result, done.stdout

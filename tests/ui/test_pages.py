@@ -392,3 +392,21 @@ def test_sweep_page_without_varying_thresholds_says_so(
     at = render(monkeypatch, filled.url, "views/sweep.py", sweep=filled.sweep_id)
     no_exception(at)
     assert "No correction's threshold varies across this sweep's runs" in texts(at)
+
+
+def test_run_page_offers_its_log_and_the_replay_command(
+    monkeypatch: pytest.MonkeyPatch, filled: Filled
+) -> None:
+    rid, ctl = filled.ids["t1_none"], filled.ids["c1"]
+    at = render(monkeypatch, filled.url, "views/run.py", run=rid)
+    no_exception(at)
+    buttons = at.get("download_button")
+    assert [b.proto.label for b in buttons] == [
+        "Download run as JSONL",
+        "Download its dense control",
+    ]
+    assert [c.value for c in at.code] == [
+        f"gapwatch replay run-{rid}.jsonl --control run-{ctl}.jsonl"
+    ]
+    at = render(monkeypatch, filled.url, "views/run.py", run=ctl)
+    assert [c.value for c in at.code] == [f"gapwatch replay run-{ctl}.jsonl"]
