@@ -252,12 +252,12 @@ def main() -> int:
     sweep_views = 2 + 3  # spread + outcome; the first varying threshold's three views
     pages = [
         Page(f"sweep page ({len(ids)} runs: table, leaderboard, threshold views)",
-             f"/sweep?sweep={sid}", 2, sweep_views, 3),
+             f"/sweep?sweep={sid}", 1, sweep_views, 3),
         Page(f"{COMPARE_RUNS}-run compare (6 figures + 2 ECDFs in one chart)",
              "/compare?runs=" + ",".join(map(str, ids[:COMPARE_RUNS])), 1, 8, 0),
         Page(f"sweeps page ({total_runs:,} runs in the store)", "/", 0, 0, 1),
         Page(f"sweep page ({len(many_ids):,} runs: table, leaderboard, threshold views)",
-             f"/sweep?sweep={mid}", 2, sweep_views, 3),
+             f"/sweep?sweep={mid}", 1, sweep_views, 3),
     ]  # fmt: skip
     results: dict[str, dict[str, list[float]]] = {}
     first: dict[str, float] = {}

@@ -26,10 +26,10 @@ class Model:
     """``ui.data.runs_table`` plus the ``open`` and ``pair view`` links."""
     ranked: pd.DataFrame
     """``ui.board.leaderboard``."""
-    board_chart: charts.Spec
+    board_views: list[charts.Spec]
     """The final score's spread per strategy and, once runs have a score and a gap, final
-    score against mean gap per run (two views: each view costs the browser ~0.1 s)."""
-    threshold_charts: dict[str, charts.Spec]
+    score against mean gap per run."""
+    threshold_views: dict[str, list[charts.Spec]]
     """Per varying threshold (``"topk(keep=0.05) + tis: C"``), its three views; empty when
     no threshold varies. The page draws one at a time: three views, not three per
     threshold, whatever the sweep."""
@@ -40,6 +40,15 @@ class Model:
 
 
 @st.cache_data(ttl=source.TTL_S, show_spinner=False)
+def chart(m: Model, threshold: str | None) -> charts.Spec:
+    """The page's one chart: the leaderboard's views, then ``threshold``'s three views
+    (one embed for both: each costs the browser about 0.1 s)."""
+    rows = [m.board_views]
+    if threshold is not None:
+        rows.append(m.threshold_views[threshold])
+    return charts.grid(rows, independent=("color", "shape", "strokeDash"))
+
+
 def model(url: str, sweep_id: int) -> Model | None:
     """The sweep's tables and charts (None when it has no run yet)."""
     run_rows = source.runs(url, sweep_id)
@@ -74,8 +83,8 @@ def model(url: str, sweep_id: int) -> Model | None:
         "survived": None if ctl.empty else board.finite(ctl["steps survived"].iloc[0]),
         "score": None if ctl.empty else board.finite(ctl["final score"].iloc[0]),
     }
-    threshold_charts = {
-        f"{group}: {param}": charts.grid([sweep_charts.threshold_views(part, control)])
+    threshold_views = {
+        f"{group}: {param}": sweep_charts.threshold_views(part, control)
         for (group, param), part in frame.groupby(["group", "param"], sort=True)
     }
     failed = [
@@ -101,8 +110,8 @@ def model(url: str, sweep_id: int) -> Model | None:
     return Model(
         table=table,
         ranked=ranked,
-        board_chart=charts.grid([views], independent=("color", "shape")),
-        threshold_charts=threshold_charts,
+        board_views=views,
+        threshold_views=threshold_views,
         threshold_notes=notes,
         failed=failed,
         decisions=decisions,

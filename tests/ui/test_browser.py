@@ -274,7 +274,7 @@ def test_threshold_view_draws_each_run_and_the_seed_mean(
     for corr, param in (("tis", "C"), ("k3_rs", "hi"), ("icepop", "lo")):
         choice = quote(f"topk(keep=0.05) + {corr}: {param}")
         load(page, f"{t_server.url}/sweep?sweep={thresholds.sweep_id}&threshold={choice}",
-             charts=2, views=SWEEP_VIEWS, tables=3)  # fmt: skip
+             charts=1, views=SWEEP_VIEWS, tables=3)  # fmt: skip
         page.screenshot(path=str(tmp_path / f"threshold-{corr}.png"), full_page=True)
         drawn = views(page)
         for what in ("steps survived", "final score"):
@@ -310,7 +310,7 @@ def test_leaderboard_shows_each_strategy_spread(
     the mean between; the table says which strategies overlap."""
     from ui.sweep_model import SPREAD_TITLE
 
-    load(page, f"{t_server.url}/sweep?sweep={thresholds.sweep_id}", charts=2,
+    load(page, f"{t_server.url}/sweep?sweep={thresholds.sweep_id}", charts=1,
          views=SWEEP_VIEWS, tables=3)  # fmt: skip
     v = view(views(page), SPREAD_TITLE)
     rules, ticks, means = layer(v, 0, "rule"), layer(v, 1, "rect"), layer(v, 2, "symbol")

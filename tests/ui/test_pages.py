@@ -25,15 +25,15 @@ APP = str(Path(ui.__file__).with_name("app.py"))
 
 
 def render(
-    monkeypatch: pytest.MonkeyPatch, url: str, page: str | None = None, **params: Any
+    monkeypatch: pytest.MonkeyPatch, url: str, view: str | None = None, **params: Any
 ) -> AppTest:
     monkeypatch.setenv(ENV_URL, url)
     at = AppTest.from_file(APP, default_timeout=30)
     for k, v in params.items():
         at.query_params[k] = str(v)
     at.run()
-    if page:
-        at.switch_page(page)
+    if view:
+        at.switch_page(view)
         for k, v in params.items():
             at.query_params[k] = str(v)
         at.run()
@@ -382,7 +382,7 @@ def test_sweep_page_spread_and_threshold_views(
             f"{group}: steps survived vs {param}", f"{group}: final score vs {param}",
             f"{group}: runs per ending vs {param}",
         ]  # fmt: skip
-        x = specs(at)[1]["vconcat"][0]["hconcat"][1]["layer"][0]["encoding"]["x"]
+        x = specs(at)[0]["vconcat"][1]["hconcat"][1]["layer"][0]["encoding"]["x"]
         assert (x["scale"].get("type") == "log") is log  # only k3_rs' hi spans decades
 
 
@@ -410,3 +410,27 @@ def test_run_page_offers_its_log_and_the_replay_command(
     ]
     at = render(monkeypatch, filled.url, "views/run.py", run=ctl)
     assert [c.value for c in at.code] == [f"gapwatch replay run-{ctl}.jsonl"]
+
+
+def test_runs_table_pages_a_large_sweep(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from store import open_store
+    from store.synth import fill
+    from ui.views.sweep import PAGE_ROWS
+
+    url = f"sqlite:///{tmp_path / 'many.db'}"
+    st = open_store(url)
+    ids = fill(st, PAGE_ROWS + 50, 2, 2, sweep_name="many")
+    st.close()
+    at = render(monkeypatch, url, "views/sweep.py", sweep=1, sort="id", desc="1")
+    no_exception(at)
+    first = at.dataframe[0].value
+    assert len(first) == PAGE_ROWS and first["id"].iloc[0] == max(ids)  # sorted over all runs
+    at = render(monkeypatch, url, "views/sweep.py", sweep=1, sort="id", desc="1", page=2)
+    no_exception(at)
+    assert list(at.dataframe[0].value["id"]) == sorted(ids, reverse=True)[PAGE_ROWS:]
+    at = render(monkeypatch, url, "views/sweep.py", sweep=1, page=9)
+    no_exception(at)
+    assert [w.value for w in at.warning] == [
+        "ignoring URL parameter page=9: the table has pages 1-2"
+    ]
+    assert len(at.dataframe[0].value) == PAGE_ROWS

@@ -5,16 +5,17 @@ stopping saved, and every warning and stop the rules issued.
 
 Built for sweeps of a thousand runs: everything derived from the store is computed once
 per query TTL (``ui.sweep_model``, cached) so a rerun only filters and draws; the runs
-table is Streamlit's virtualised grid (only the visible rows are drawn); each section's
-charts are one Vega view.
+table shows 200 rows a page (after filters and sort), in Streamlit's virtualised grid;
+the leaderboard's views and the chosen threshold's are one chart.
 
 URL: ``sweep`` (id), ``status``/``role``/``correction`` (comma lists), ``q`` (text),
-``sort`` (column), ``desc`` (1 = descending), ``threshold`` (which varying threshold's
+``sort`` (column), ``desc`` (1 = descending), ``page`` (of the runs table), ``threshold`` (which varying threshold's
 views to show, e.g. ``topk(keep=0.05) + icepop: lo``; default the first).
 """
 
 from __future__ import annotations
 
+import math
 from datetime import datetime
 from typing import Any
 
@@ -23,7 +24,7 @@ import streamlit as st
 
 from correction import names
 from ui import data, nav, source
-from ui.sweep_model import GAP_POINTS, Model, model
+from ui.sweep_model import GAP_POINTS, Model, chart, model
 
 RUN_COLUMNS = [
     "run", "status", "stop rule", "stop step", "steps used", "budget", "used/budget",
@@ -31,6 +32,7 @@ RUN_COLUMNS = [
     "error",
 ]  # fmt: skip
 FAILURES_SHOWN = 5  # failed runs whose error is spelled out above the table
+PAGE_ROWS = 200  # rows per page of the runs table (sorting and filters apply to all runs)
 
 
 def pick_sweep(url: str, where: Any) -> dict[str, Any] | None:
@@ -82,15 +84,34 @@ def filters(table: pd.DataFrame) -> pd.DataFrame:
     return data.sort_runs(out, None if col == "(none)" else col, descending=desc)
 
 
+def page_of(table: pd.DataFrame) -> tuple[pd.DataFrame, str]:
+    """The page of ``table`` the URL asks for (``page``, PAGE_ROWS rows each), and what it
+    shows; a page past the end is reported and the first shown."""
+    pages = max(1, math.ceil(len(table) / PAGE_ROWS))
+    if pages == 1:
+        return table, ""
+    wanted = nav.qp_int("page") or 1
+    if not 1 <= wanted <= pages:
+        st.warning(f"ignoring URL parameter page={wanted}: the table has pages 1-{pages}")
+        wanted = 1
+    c1, c2 = st.columns([1, 5], vertical_alignment="bottom")
+    page = int(c1.number_input("page", min_value=1, max_value=pages, value=wanted, step=1))
+    nav.qp_set("page", None if page == 1 else page)
+    lo, hi = (page - 1) * PAGE_ROWS, min(page * PAGE_ROWS, len(table))
+    c2.caption(f"of {pages}: rows {lo + 1}-{hi} of {len(table)}")
+    return table.iloc[lo:hi], f"page {page}: "
+
+
 def runs_section(m: Model) -> None:
     st.subheader("Runs")
-    shown = filters(m.table)
+    matching = filters(m.table)
+    shown, where = page_of(matching)
     picked = st.dataframe(
         shown,
         hide_index=True,
         on_select="rerun",
         selection_mode="multi-row",
-        key="runs_table",
+        key=f"runs_table_{where}",
         column_order=RUN_COLUMNS,
         column_config={
             "id": st.column_config.NumberColumn("id", width="small"),
@@ -104,7 +125,7 @@ def runs_section(m: Model) -> None:
         },
     )
     rows = list(picked.selection.rows) if picked is not None else []
-    ids = [int(shown.iloc[i]["id"]) for i in rows]
+    ids = [int(shown.iloc[i]["id"]) for i in rows if i < len(shown)]
     c1, c2 = st.columns([1, 3])
     too_many = len(ids) > data.MAX_COMPARE
     if c1.button("Compare selected", disabled=not ids or too_many, type="primary"):
@@ -113,9 +134,9 @@ def runs_section(m: Model) -> None:
         c2.warning(f"{len(ids)} runs selected: compare draws at most {data.MAX_COMPARE} at once")
     else:
         c2.caption(
-            f"{len(shown)} of {len(m.table)} runs shown. Select rows to compare them (at "
-            f"most {data.MAX_COMPARE}), or follow a row's pair link (a treatment with its "
-            "dense control)."
+            f"{where}{len(shown)} of {len(matching)} matching runs shown ({len(m.table)} in "
+            f"the sweep). Select rows to compare them (at most {data.MAX_COMPARE}), or follow "
+            "a row's pair link (a treatment with its dense control)."
         )
     for line in m.failed[:FAILURES_SHOWN]:
         st.error(line)
@@ -161,37 +182,41 @@ def leaderboard_section(m: Model) -> None:
         f"`{names.PROBS_DIFF_MEAN}` over the run (at most {GAP_POINTS} points per run, "
         "downsampled in the database)."
     )
-    st.vega_lite_chart(m.board_chart, width="content")
+    threshold = pick_threshold(m)
+    st.vega_lite_chart(chart(m, threshold), width="content")
+    for note in m.threshold_notes:
+        st.caption(note)
 
 
-def thresholds_section(m: Model) -> None:
-    st.subheader("Outcome by threshold")
-    if not m.threshold_charts:
+def pick_threshold(m: Model) -> str | None:
+    """The varying threshold whose views the chart adds (URL ``threshold``), or None."""
+    if not m.threshold_views:
         st.caption(
-            "No correction's threshold varies across this sweep's runs. Sweep one (for "
-            "example `correction: [{name: tis, C: [1.5, 2, 4]}]`) to see the outcome as a "
-            "function of the threshold."
+            "Each strategy's runs (ticks), their min-max (line) and mean (diamond); final "
+            "score against mean gap per run. No correction's threshold varies across this "
+            "sweep's runs: sweep one (for example `correction: [{name: tis, C: [1.5, 2, "
+            "4]}]`) to see the outcome as a function of the threshold."
         )
-        return
-    options = list(m.threshold_charts)
+        return None
+    options = list(m.threshold_views)
     wanted = nav.qp_str("threshold")
     if wanted and wanted not in options:
         st.warning(f"no threshold {wanted!r} varies in this sweep; showing {options[0]!r}")
     chosen = st.segmented_control(
-        "threshold", options, default=wanted if wanted in options else options[0],
+        "outcome by threshold", options, default=wanted if wanted in options else options[0],
         key="threshold", help="each correction whose threshold varies across the runs",
     )  # fmt: skip
     chosen = chosen or options[0]
     nav.qp_set("threshold", None if chosen == options[0] else chosen)
     st.caption(
-        "Against the threshold value from each run's stored config (`correction_kwargs`): "
-        "steps survived and final score, one point per run coloured by seed and shaped by "
-        "how it ended, the line through the seed means, the dense control's mean dashed; "
-        "and how many runs ended each way. Log axis where the values span a decade."
+        "First row: each strategy's runs (ticks), their min-max (line) and mean (diamond); "
+        "final score against mean gap per run. Second row, against the chosen threshold's "
+        "value read from each run's stored config (`correction_kwargs`): steps survived "
+        "and final score, one point per run coloured by seed and shaped by how it ended, "
+        "the line through the seed means, the dense control's mean dashed; and how many "
+        "runs ended each way. Log axis where the values span a decade."
     )
-    st.vega_lite_chart(m.threshold_charts[chosen], width="content")
-    for note in m.threshold_notes:
-        st.caption(note)
+    return str(chosen)
 
 
 def decisions_section(m: Model) -> None:
@@ -234,7 +259,6 @@ def body() -> None:
     )
     runs_section(m)
     leaderboard_section(m)
-    thresholds_section(m)
     decisions_section(m)
 
 
