@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import csv
 import json
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -32,12 +32,17 @@ def check_target(path: str | Path, *, overwrite: bool = False) -> Path:
     return out
 
 
+def jsonl_lines(history: Sequence[dict[str, Any]]) -> Iterator[str]:
+    """The ``.jsonl`` log of ``history`` (``Store.history`` rows), one line per step."""
+    for row in history:
+        yield json.dumps(row) + "\n"
+
+
 def write_log(history: Sequence[dict[str, Any]], out: Path) -> int:
     """Write ``history`` (``Store.history`` rows) to ``out``; returns the step count."""
     with out.open("w", encoding="utf-8", newline="") as fh:
         if out.suffix.lower() == ".jsonl":
-            for row in history:
-                fh.write(json.dumps(row) + "\n")
+            fh.writelines(jsonl_lines(history))
         else:
             w = csv.writer(fh)
             w.writerow(["step", "name", "value"])

@@ -22,8 +22,8 @@ pages = [
 ]
 page = st.navigation(pages, position="top")
 
-url = source.db_url()
 try:
+    url = source.db_url()
     source.check_database(url)
 except source.UIError as exc:
     st.error(str(exc))

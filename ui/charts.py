@@ -1,28 +1,38 @@
 """Vega-Lite chart specs for the pages, drawn with ``st.vega_lite_chart``.
 
-One chart per figure with every chosen run on one axis (colour = run, dash = slice), a
+One view per figure with every chosen run on one axis (colour = run, dash = slice), a
 hover rule that shows every run's value at the nearest step in one tooltip (W&B style),
 optional horizontal reference lines (zero for the score, the token budget for lengths)
-and the stop step of each stopped run as a red vertical rule labelled with the rule name.
-ECDFs draw |log-ratio| on a log axis.
+and the stop step of each stopped run as a red vertical rule labelled with the rule name
+(labels laid out by ``ui.labels`` so they never overlap). ECDFs draw |log-ratio| on a log
+axis. ``ui.sweep_charts`` has the sweep page's views.
 
-The specs are plain dicts with their data as named pandas datasets (Streamlit ships them
-as Arrow). They are written by hand rather than through Altair because Altair's object
-construction and schema validation cost about 0.1 s per chart, which a page of eight
-charts over many runs cannot afford. Frames come from ``ui.data``; nothing here reads
+A page's views go to the browser as **one** chart (:func:`concat`): the browser then
+compiles, lays out and draws one Vega view instead of one per figure, which measured
+about 0.1 s per figure on a 2-core VM (bench/ui_bench.py). The specs are plain dicts with
+their data as named pandas datasets (Streamlit ships them as Arrow). They are written by
+hand rather than through Altair because Altair's object construction and schema
+validation cost about 0.1 s per chart. Frames come from ``ui.data``; nothing here reads
 the store.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from ui import labels
+
 HEIGHT = 300
+WIDTH = 420
+"""Plot width of one view in a page's concatenated chart (two columns, the shared legend
+and the axes fit a 1,280 px window)."""
+ASSUMED_WIDTH = 300
+"""Plot width assumed for laying out stop labels when a chart stretches to its container
+(the narrowest it is drawn): labels then get at least the room they need."""
 PALETTE = "tableau10"
 STOP_COLOR = "#d62728"
 REF_COLOR = "#555555"
@@ -31,26 +41,26 @@ Y_PAD_PX = 8
 compressed run's gap near 0.7 on a log axis niced to 1, an ESS of exactly 1) is drawn
 inside the frame rather than on its edge."""
 STOP_LABEL_DY = -4
-"""The stop rule's label sits this far above the plot area (y = 0 is its top edge), so it
-never covers a line: inside the plot it hid a line that ran along the top."""
-HOVER_STEPS = 150
+"""The lowest row of stop labels sits this far above the plot area (y = 0 is its top
+edge), so a label never covers a line: inside the plot it hid a line along the top."""
+TITLE_PAD = 6
+"""Pixels between a view's title and what the view draws below it."""
+HOVER_STEPS = 100
 """Steps the hover rule snaps to (see :func:`hover_frame`)."""
 
 Spec = dict[str, Any]
 CONFIG: Spec = {"aria": False, "mark": {"aria": False, "invalid": None}}
+USERMETA: Spec = {"embedOptions": {"renderer": "svg"}}
+"""Always SVG: Streamlit would switch a chart of many rule or point marks to canvas by
+itself, and the browser tests read the drawn marks from the SVG."""
 """No ARIA attributes per mark (with thousands of points they cost more to draw than the
 marks; the page states the same figures in its tables and captions), and no per-datum
 invalid-value filter: the frames hold no NaN (dropped here, listed by the page), and
 Streamlit's CSP-safe Vega interprets every per-datum expression, which is slow."""
 
 
-@dataclass(frozen=True)
-class StopMark:
-    """A stopped run's stop step, drawn as a labelled vertical rule."""
-
-    run: str
-    step: int
-    rule: str
+StopMark = labels.Stop
+"""A stopped run's stop step, drawn as a red vertical rule under its label."""
 
 
 def _no_index(df: pd.DataFrame) -> pd.DataFrame:
@@ -60,27 +70,43 @@ def _no_index(df: pd.DataFrame) -> pd.DataFrame:
     return df.set_axis(pd.Index([""] * len(df), dtype=object), axis=0)
 
 
-def _datasets(**frames: pd.DataFrame) -> dict[str, pd.DataFrame]:
+def named_datasets(**frames: pd.DataFrame) -> dict[str, pd.DataFrame]:
     return {name: _no_index(df) for name, df in frames.items()}
 
 
-def _q(field: str, title: str | None = None, **kw: Any) -> dict[str, Any]:
+def quant(field: str, title: str | None = None, **kw: Any) -> dict[str, Any]:
     enc: dict[str, Any] = {"field": field, "type": "quantitative", **kw}
     if title is not None:
         enc["title"] = title
     return enc
 
 
-def _n(field: str, title: str | None = None, **kw: Any) -> dict[str, Any]:
+def nominal(field: str, title: str | None = None, **kw: Any) -> dict[str, Any]:
     enc: dict[str, Any] = {"field": field, "type": "nominal", **kw}
     if title is not None:
         enc["title"] = title
     return enc
 
 
-def _color(field: str, title: str, n: int = 10) -> dict[str, Any]:
+LEGEND_RIGHT: Spec = {"orient": "right", "labelLimit": 220}
+LEGEND_TOP: Spec = {"orient": "top", "columns": 3, "labelLimit": 330, "title": None}
+"""The run legend of a page's concatenated chart: above all its views, three columns,
+so long run names need no width beside two columns of plots."""
+
+
+def color_enc(
+    field: str,
+    title: str,
+    n: int = 10,
+    domain: Sequence[str] | None = None,
+    legend: Spec | None = None,
+) -> dict[str, Any]:
+    """Colour by ``field``; ``domain`` fixes the order (legend and colours) when given."""
     scheme = PALETTE if n <= 10 else "tableau20"  # 20 distinct colours before any repeat
-    return _n(field, title, scale={"scheme": scheme}, legend={"orient": "right", "labelLimit": 200})
+    scale: dict[str, Any] = {"scheme": scheme}
+    if domain is not None:
+        scale["domain"] = list(domain)
+    return nominal(field, title, scale=scale, legend=legend or LEGEND_RIGHT)
 
 
 def _hlines(hlines: Sequence[tuple[float, str]], log: bool) -> tuple[list[Spec], pd.DataFrame]:
@@ -95,44 +121,82 @@ def _hlines(hlines: Sequence[tuple[float, str]], log: bool) -> tuple[list[Spec],
         {
             "data": {"name": "hlines"},
             "mark": {"type": "rule", "strokeDash": [4, 3], "color": REF_COLOR},
-            "encoding": {"y": _q("y")},
+            "encoding": {"y": quant("y")},
         },
         {
             "data": {"name": "hlines"},
             "mark": {"type": "text", "align": "left", "dx": 4, "dy": -6, "color": REF_COLOR},
-            "encoding": {"y": _q("y"), "x": {"value": 0}, "text": _n("label")},
+            "encoding": {"y": quant("y"), "x": {"value": 0}, "text": nominal("label")},
         },
     ]
     return layers, hdf
 
 
-def _stops(stops: Sequence[StopMark]) -> tuple[list[Spec], pd.DataFrame]:
+def _stops(
+    stops: Sequence[StopMark], x_max: float, width_px: float
+) -> tuple[list[Spec], dict[str, pd.DataFrame]]:
+    """Layers and datasets of the stop rules and their labels."""
+    if not stops:
+        return [], {}
     sdf = pd.DataFrame(
         [{"step": s.step, "rule": s.rule, "run": s.run} for s in stops],
         columns=["step", "rule", "run"],
     )
-    if sdf.empty:
-        return [], sdf
-    tooltip = [_n("run"), _n("rule"), _q("step")]
-    layers = [
+    placed = labels.layout(stops, x_max=x_max, width_px=width_px)
+    ldf = pd.DataFrame(
+        [
+            {
+                "step": lab.step,
+                "y": STOP_LABEL_DY - lab.row * labels.ROW_PX,
+                "label": lab.text,
+                "runs": lab.runs,
+                "side": lab.side,
+            }
+            for lab in placed
+        ],
+        columns=["step", "y", "label", "runs", "side"],
+    )
+    layers: list[Spec] = [
         {
             "data": {"name": "stops"},
             "mark": {"type": "rule", "color": STOP_COLOR, "strokeWidth": 2},
-            "encoding": {"x": _q("step"), "tooltip": tooltip},
-        },
-        {
-            "data": {"name": "stops"},
-            "mark": {
-                "type": "text",
-                "align": "right",  # left of the line: a stop is often a run's last step
-                "dx": -3,
-                "baseline": "bottom",
-                "color": STOP_COLOR,
+            "encoding": {
+                "x": quant("step"),
+                "tooltip": [nominal("run"), nominal("rule"), quant("step")],
             },
-            "encoding": {"x": _q("step"), "y": {"value": STOP_LABEL_DY}, "text": _n("rule")},
-        },
+        }
     ]
-    return layers, sdf
+    datasets = {"stops": sdf}
+    for side, align, dx in (("left", "right", -labels.SIDE_PX), ("right", "left", labels.SIDE_PX)):
+        part = ldf[ldf["side"] == side].drop(columns="side")
+        if part.empty:
+            continue
+        datasets[f"stop_labels_{side}"] = part
+        layers.append(
+            {
+                "data": {"name": f"stop_labels_{side}"},
+                "mark": {
+                    "type": "text",
+                    "align": align,
+                    "dx": dx,
+                    "baseline": "bottom",
+                    "color": STOP_COLOR,
+                },
+                "encoding": {
+                    "x": quant("step"),
+                    "y": quant("y", scale=None),  # pixels above the plot, from the layout
+                    "text": nominal("label"),
+                    "tooltip": [nominal("label", "rule"), nominal("runs", "runs (stop step)")],
+                },
+            }  # fmt: skip
+        )
+    return layers, datasets
+
+
+def view_title(text: str) -> Spec:
+    """A view title, left-aligned. Vega places it above everything the view draws (its
+    frame is the view's bounds), so stacked stop labels push it up by themselves."""
+    return {"text": text, "offset": TITLE_PAD, "anchor": "start"}
 
 
 def hover_frame(data: pd.DataFrame, max_steps: int = HOVER_STEPS) -> pd.DataFrame:
@@ -173,12 +237,16 @@ def line_chart(
     stops: Sequence[StopMark] = (),
     color_by: str = "run",
     dash_by: str | None = None,
+    color_domain: Sequence[str] | None = None,
+    width: int | None = None,
 ) -> Spec:
     """Lines of ``value`` over ``step`` per ``color_by`` (and ``dash_by``) with a hover rule.
 
     ``df`` has columns step, value, run (+ the dash column). Non-finite values (NaN) are
     left out, so a line runs straight across them (the page lists where they are). On a
-    log axis non-positive values cannot be drawn and are left out too.
+    log axis non-positive values cannot be drawn and are left out too. ``width``: the plot
+    width in pixels (None: stretch to the container); ``color_domain``: the runs in the
+    order their colours and legend entries take.
     """
     cols = ["step", "value", color_by, *([dash_by] if dash_by else [])]
     data = df.dropna(subset=["value"])[cols]
@@ -187,20 +255,29 @@ def line_chart(
     # the hover rule's tooltip is its whole row: step, then one column per line, named
     # by the line's label (a whole-row tooltip costs Vega one expression, not one per field)
     key_cols = [color_by, dash_by] if dash_by else [color_by]
-    labels = data[key_cols[0]].astype(str)
+    keys = data[key_cols[0]].astype(str)
     for col in key_cols[1:]:
-        labels = labels + " · " + data[col].astype(str)
-    hover = hover_frame(data.assign(key=labels))
-    x = _q("step", "step", axis={"format": "d", "tickMinStep": 1})
+        keys = keys + " · " + data[col].astype(str)
+    hover = hover_frame(data.assign(key=keys))
+    # a fixed x domain, so ui.labels can place the stop labels in pixels
+    last = [int(data["step"].max())] if not data.empty else []
+    x_max = float(max([1, *last, *(s.step for s in stops)]))
+    x = quant(
+        "step", "step", axis={"format": "d", "tickMinStep": 1},
+        scale={"domain": [0, x_max], "nice": False},
+    )  # fmt: skip
     scale = {"type": "log"} if log else {"zero": False}
-    y = _q("value", y_title, scale={**scale, "padding": Y_PAD_PX})
+    y = quant("value", y_title, scale={**scale, "padding": Y_PAD_PX})
+    n_colors = len(color_domain) if color_domain is not None else data[color_by].nunique()
     line_enc: dict[str, Any] = {
         "x": x,
         "y": y,
-        "color": _color(color_by, color_by, data[color_by].nunique()),
+        "color": color_enc(
+            color_by, color_by, n_colors, color_domain, LEGEND_TOP if width else None
+        ),
     }
     if dash_by:
-        line_enc["strokeDash"] = _n(dash_by, dash_by)
+        line_enc["strokeDash"] = nominal(dash_by, dash_by)
     layers: list[Spec] = [
         {
             "data": {"name": "series"},
@@ -211,7 +288,7 @@ def line_chart(
             "data": {"name": "hover"},
             "mark": {"type": "rule", "color": "#888888", "tooltip": {"content": "data"}},
             "encoding": {
-                "x": _q("step"),
+                "x": quant("step"),
                 "opacity": {
                     "condition": {"param": "hover", "empty": False, "value": 0.6},
                     "value": 0,
@@ -231,86 +308,119 @@ def line_chart(
             ],
         },  # fmt: skip
     ]
-    datasets = _datasets(series=data, hover=hover)
+    datasets = {"series": data, "hover": hover}
     h_layers, hdf = _hlines(hlines, log)
     if h_layers:
         layers += h_layers
-        datasets["hlines"] = _no_index(hdf)
-    s_layers, sdf = _stops(stops)
-    if s_layers:
-        layers += s_layers
-        datasets["stops"] = _no_index(sdf)
-    return {
-        "title": title,
+        datasets["hlines"] = hdf
+    s_layers, s_sets = _stops(stops, x_max, width or ASSUMED_WIDTH)
+    layers += s_layers
+    datasets.update(s_sets)
+    spec: Spec = {
+        "title": view_title(title),
         "height": HEIGHT,
         "config": CONFIG,
+        "usermeta": USERMETA,
         "layer": layers,
-        "datasets": datasets,
+        "datasets": named_datasets(**datasets),
     }
+    if width is not None:
+        spec["width"] = width
+    return spec
 
 
-def ecdf_chart(df: pd.DataFrame, *, title: str) -> Spec:
+def ecdf_chart(
+    df: pd.DataFrame,
+    *,
+    title: str,
+    color_domain: Sequence[str] | None = None,
+    width: int | None = None,
+) -> Spec:
     """ECDF step lines of |log-ratio| (log x axis) per run, dashed by step label.
 
     ``df`` has columns value, cdf, run, step (a label such as ``"step 12"``).
     """
     data = df[df["value"] > 0][["value", "cdf", "run", "step"]]
-    labels = sorted(data["step"].unique(), key=lambda s: int(str(s).split()[-1]))
-    return {
-        "title": title,
+    steps = sorted(data["step"].unique(), key=lambda s: int(str(s).split()[-1]))
+    n_colors = len(color_domain) if color_domain is not None else data["run"].nunique()
+    spec: Spec = {
+        "title": view_title(title),
         "height": HEIGHT,
         "config": CONFIG,
+        "usermeta": USERMETA,
         "mark": {"type": "line", "interpolate": "step-after", "strokeWidth": 1.6},
         "encoding": {
-            "x": _q("value", "|log-ratio|", scale={"type": "log"}),
-            "y": _q("cdf", "fraction of tokens <= x", scale={"domain": [0, 1]}),
-            "color": _color("run", "run", data["run"].nunique()),
-            "strokeDash": _n("step", "step", sort=labels),
+            "x": quant("value", "|log-ratio|", scale={"type": "log"}),
+            "y": quant("cdf", "fraction of tokens <= x", scale={"domain": [0, 1]}),
+            "color": color_enc("run", "run", n_colors, color_domain, LEGEND_TOP if width else None),
+            "strokeDash": nominal("step", "step", sort=steps),
             "tooltip": [
-                _n("run"),
-                _n("step"),
-                _q("value", "|log-ratio|", format=".3g"),
-                _q("cdf", "cdf", format=".3f"),
+                nominal("run"),
+                nominal("step"),
+                quant("value", "|log-ratio|", format=".3g"),
+                quant("cdf", "cdf", format=".3f"),
             ],
         },  # fmt: skip
         "data": {"name": "ecdf"},
-        "datasets": _datasets(ecdf=data),
+        "datasets": named_datasets(ecdf=data),
     }
+    if width is not None:
+        spec["width"] = width
+    return spec
 
 
-def outcome_chart(df: pd.DataFrame) -> Spec:
-    """One point per run: final score against mean gap (log x), colour = strategy,
-    shape = status; the zero score line drawn. ``df``: run, strategy, status, score, gap.
+def _renamed(obj: Any, prefix: str) -> Any:
+    """A view spec with its dataset and param names prefixed, so that several views can
+    share one top-level spec without their names clashing."""
+    if isinstance(obj, list):
+        return [_renamed(x, prefix) for x in obj]
+    if not isinstance(obj, dict):
+        return obj
+    out = {k: _renamed(v, prefix) for k, v in obj.items()}
+    if set(obj) == {"name"} or "select" in obj:  # {"data": {"name": ...}}, a param
+        out["name"] = prefix + str(obj["name"])
+    if "param" in obj:  # a condition on a param
+        out["param"] = prefix + str(obj["param"])
+    return out
+
+
+def concat(
+    specs: Sequence[Spec], *, columns: int = 2, independent: Sequence[str] = ("strokeDash",)
+) -> Spec:
+    """One chart holding the views ``specs``, ``columns`` to a row (see :func:`grid`)."""
+    rows = [list(specs[i : i + columns]) for i in range(0, len(specs), columns)]
+    return grid(rows, independent=independent)
+
+
+def grid(rows: Sequence[Sequence[Spec]], *, independent: Sequence[str] = ("strokeDash",)) -> Spec:
+    """One chart holding the views of ``rows``, row by row.
+
+    Each view keeps its own size (give it a ``width``: a concatenated chart cannot
+    stretch to its container) and its own axes. Channels in ``independent`` get a scale
+    and a legend per row (by default the dash, which means slices in one figure and steps
+    in another); the others share one scale and one legend across all views, so a run has
+    the same colour in every figure. Rows are ``hconcat`` views inside a ``vconcat``:
+    Streamlit draws a bare ``concat`` with ``columns`` as an empty chart.
     """
-    data = df.dropna(subset=["score", "gap"])
-    data = data[data["gap"] > 0][["run", "strategy", "status", "score", "gap"]]
+    out_rows: list[Spec] = []
+    datasets: dict[str, pd.DataFrame] = {}
+    skip = ("datasets", "config", "usermeta")
+    i = 0
+    for row in rows:
+        views = []
+        for spec in row:
+            prefix = f"v{i}_"
+            i += 1
+            views.append(_renamed({k: v for k, v in spec.items() if k not in skip}, prefix))
+            datasets.update({prefix + name: df for name, df in spec.get("datasets", {}).items()})
+        out_rows.append({"hconcat": views})
+    resolve = {ch: "independent" for ch in independent}
     return {
-        "title": "Final score vs mean gap, one point per run",
-        "height": HEIGHT,
+        "vconcat": out_rows,
+        "spacing": 28,
+        "autosize": {"type": "pad", "contains": "padding"},  # "fit" cannot size a concat
+        "resolve": {"scale": resolve, "legend": dict(resolve)},
         "config": CONFIG,
-        "layer": [
-            {
-                "data": {"name": "runs"},
-                "mark": {"type": "point", "size": 80, "filled": True, "opacity": 0.85},
-                "encoding": {
-                    "x": _q("gap", "mean probability gap", scale={"type": "log"}),
-                    "y": _q("score", "final score"),
-                    "color": _color("strategy", "strategy", data["strategy"].nunique()),
-                    "shape": _n("status", "status"),
-                    "tooltip": [
-                        _n("run"),
-                        _n("strategy"),
-                        _n("status"),
-                        _q("score", "score", format=".3f"),
-                        _q("gap", "gap", format=".4g"),
-                    ],
-                },  # fmt: skip
-            },
-            {
-                "data": {"values": [{"y": 0.0}]},
-                "mark": {"type": "rule", "strokeDash": [4, 3], "color": REF_COLOR},
-                "encoding": {"y": _q("y")},
-            },
-        ],
-        "datasets": _datasets(runs=data),
+        "usermeta": USERMETA,
+        "datasets": datasets,
     }

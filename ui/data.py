@@ -1,8 +1,9 @@
 """Pure data shaping for the UI: store rows (as plain dicts) in, pandas frames out.
 
 Nothing here talks to Streamlit or to the database, so every table and every derived
-figure the pages show (runs table, leaderboard, steps saved, ECDFs, chart frames) is
-tested on plain data. ``ui.source`` turns store rows into the dicts these functions take.
+figure the pages show (runs table, steps saved, ECDFs, chart frames) is
+tested on plain data (``ui.board`` has the strategies across seeds). ``ui.source`` turns
+store rows into the dicts these functions take.
 
 Row dicts carry the store's field names: a run has ``id, sweep_id, trial_id, role,
 pair_key, seed, compression, correction, config, status, stop_rule, stop_step, error``
@@ -19,17 +20,22 @@ import numpy as np
 import pandas as pd
 
 from correction import names
-
-RUN_STATUSES: tuple[str, ...] = ("running", "completed", "stopped", "failed")
-"""Run statuses the store knows, in the order the sweeps table counts them."""
+from store.schema import RUN_STATUSES
 
 BUDGET_KEYS: tuple[str, ...] = ("steps", "max_steps", "total_steps", "num_steps")
 """Config keys that may hold a run's step budget (the first one present wins)."""
 
-POINTS_PER_CHART = 3000
-"""Default points budget of one comparison chart, shared by its runs' series."""
-MIN_POINTS = 100
+POINTS_PER_CHART = 1000
+"""Default points budget of one comparison chart, shared by its runs' series. Drawing
+cost grows with the points (about 50 us each on a 2-core EPYC VM: Streamlit's CSP-safe
+Vega interprets every point's encoding): 1,000 gives a pair 500 points a line and ten
+runs 100, a bucket's min and max every ~8 px of the chart's 420 px (the page's "max
+points per line" asks for more)."""
+MIN_POINTS = 50
 MAX_POINTS = 1000
+MAX_COMPARE = 20
+"""Most runs the compare page draws at once: 20 colours tell the lines apart (tableau20)
+and the page stays within its drawing budget; a link asking for more is refused."""
 
 LAST_SCORE = names.SCORE_MEAN
 LAST_GAP = names.PROBS_DIFF_MEAN
@@ -55,13 +61,6 @@ def run_label(run: Mapping[str, Any]) -> str:
     seed = run.get("seed")
     seed_part = f" s{seed}" if seed is not None else ""
     return f"#{run['id']} {kind}{seed_part}"
-
-
-def strategy_of(run: Mapping[str, Any]) -> str:
-    """The leaderboard key of a run: the dense control, or ``codec + correction``."""
-    if run.get("role") == "control":
-        return "dense control"
-    return f"{run.get('compression') or '?'} + {run.get('correction') or 'none'}"
 
 
 def _finite(value: float | None) -> float | None:
@@ -199,70 +198,14 @@ def steps_survived(row: Mapping[str, Any]) -> int | None:
 def steps_saved(table: pd.DataFrame) -> int:
     """Trial-steps early stopping saved: sum over stopped runs of budget - stop step."""
     total = 0
-    for _, row in table.iterrows():
-        if row["status"] != "stopped" or pd.isna(row["budget"]):
-            continue
-        ran = steps_survived(row)
+    stopped = table[(table["status"] == "stopped") & table["budget"].notna()]
+    for budget, stop, used in zip(
+        stopped["budget"], stopped["stop step"], stopped["steps used"], strict=True
+    ):
+        ran = steps_survived({"stop step": stop, "steps used": used})
         if ran is not None:
-            total += max(0, int(row["budget"]) - ran)
+            total += max(0, int(budget) - ran)
     return total
-
-
-def leaderboard(table: pd.DataFrame, mean_gap: Mapping[int, float | None]) -> pd.DataFrame:
-    """Correction strategies across seeds, the dense control first as the baseline.
-
-    ``table`` is :func:`runs_table`'s frame (with a ``strategy`` column added here),
-    ``mean_gap`` maps run id to the run's mean probability gap over its steps.
-    Columns: strategy, seeds, collapsed (stopped or failed / seeds), steps survived
-    (mean), final score (mean), score vs control, mean gap, gap vs control (ratio).
-    """
-    cols = [
-        "strategy", "runs", "collapsed", "steps survived", "final score",
-        "score vs control", "mean gap", "gap vs control",
-    ]  # fmt: skip
-    if table.empty:
-        return pd.DataFrame(columns=cols)
-    t = table.copy()
-    t["strategy"] = [
-        "dense control" if role == "control" else f"{codec or '?'} + {corr or 'none'}"
-        for role, codec, corr in zip(t["role"], t["codec"], t["correction"], strict=True)
-    ]
-    t["survived"] = [steps_survived(row) for _, row in t.iterrows()]
-    t["collapsed_flag"] = t["status"].isin(["stopped", "failed"])
-    t["gap"] = [_finite(mean_gap.get(int(i))) for i in t["id"]]
-    rows = []
-    for strategy, g in t.groupby("strategy", sort=True):
-        rows.append(
-            {
-                "strategy": strategy,
-                "runs": len(g),
-                "collapsed": f"{int(g['collapsed_flag'].sum())}/{len(g)}",
-                "steps survived": _mean(g["survived"]),
-                "final score": _mean(g["last score"]),
-                "mean gap": _mean(g["gap"]),
-            }
-        )
-    board = pd.DataFrame(rows)
-    base = board[board["strategy"] == "dense control"]
-    base_score = base["final score"].iloc[0] if not base.empty else None
-    base_gap = base["mean gap"].iloc[0] if not base.empty else None
-    board["score vs control"] = [
-        None if s is None or base_score is None or pd.isna(s) or pd.isna(base_score)
-        else s - base_score
-        for s in board["final score"]
-    ]  # fmt: skip
-    board["gap vs control"] = [
-        None if g is None or not base_gap or pd.isna(g) or pd.isna(base_gap) else g / base_gap
-        for g in board["mean gap"]
-    ]
-    order = [0 if s == "dense control" else 1 for s in board["strategy"]]
-    board = board.assign(_o=order).sort_values(["_o", "strategy"]).drop(columns="_o")
-    return board[cols].reset_index(drop=True)
-
-
-def _mean(values: Iterable[Any]) -> float | None:
-    xs = [float(v) for v in values if v is not None and not pd.isna(v)]
-    return sum(xs) / len(xs) if xs else None
 
 
 SERIES_COLUMNS = ("run_id", "name", "step", "value", "flag")
@@ -308,31 +251,25 @@ def ecdf_frame(payload: Mapping[str, Any]) -> pd.DataFrame:
     The payload layout is fixed in docs/interfaces.md: ``upper`` and ``counts`` lists of
     equal length, ``upper`` increasing. A payload that breaks it -> ValueError.
     """
-    upper = list(payload.get("upper") or [])
-    counts = list(payload.get("counts") or [])
+    upper = np.asarray(payload.get("upper") or [], dtype="float64")
+    counts = np.asarray(payload.get("counts") or [], dtype="float64")
     if len(upper) != len(counts):
         raise ValueError(
             f"distribution payload has {len(upper)} upper bounds but {len(counts)} counts; "
             "they must be the same length (see docs/interfaces.md)"
         )
-    total = float(sum(counts))
+    total = counts.sum()
     if total <= 0:
         return pd.DataFrame(columns=["value", "cdf"])
-    cum = 0.0
-    rows = []
-    for u, c in zip(upper, counts, strict=True):
-        cum += float(c)
-        rows.append({"value": float(u), "cdf": cum / total})
-    return pd.DataFrame(rows)
+    return pd.DataFrame({"value": upper, "cdf": np.cumsum(counts) / total})
 
 
 def auto_points(n_lines: int) -> int:
     """Default max points per series for a chart of ``n_lines`` lines.
 
     Few lines get full detail (up to MAX_POINTS each); many share POINTS_PER_CHART, so a
-    page of eight charts stays fast to draw (Streamlit's CSP-safe Vega interprets every
-    point's encoding). Downsampling keeps every bucket's min and max, so spikes survive
-    at any setting.
+    page of eight charts stays fast to draw. Downsampling keeps every bucket's min and
+    max, so spikes survive at any setting.
     """
     return max(MIN_POINTS, min(MAX_POINTS, POINTS_PER_CHART // max(1, n_lines)))
 
@@ -371,6 +308,19 @@ def parse_int_list(text: str | None) -> list[int]:
         part = part.strip()
         if part.lstrip("-").isdigit():
             out.append(int(part))
+    return out
+
+
+def pair_index(runs: Sequence[Mapping[str, Any]]) -> dict[int, list[int]]:
+    """Every run's :func:`pair_of` at once (one pass, not one scan of ``runs`` per run)."""
+    controls: dict[Any, list[int]] = {}
+    for r in runs:
+        if r.get("role") == "control" and r.get("pair_key") is not None:
+            controls.setdefault(r["pair_key"], []).append(int(r["id"]))
+    out = {}
+    for r in runs:
+        rid = int(r["id"])
+        out[rid] = [rid, *(c for c in controls.get(r.get("pair_key"), []) if c != rid)]
     return out
 
 

@@ -1,6 +1,6 @@
 """Start the Streamlit server over a store: ``serve`` (what ``gapwatch ui`` calls) and
-``running_server`` (a context manager the browser tests, the benchmark and the screenshot
-script use: a headless server on a free loopback port, killed on exit).
+``running_server`` (a context manager the browser tests, the benchmark and
+``tools/screenshot.py`` use: a headless server on a free loopback port, killed on exit).
 
 The store URL reaches the app in ``$GAPWATCH_UI_DB_URL``. A database that does not exist
 is refused here, with one line, before any server starts.
@@ -21,14 +21,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from ui.locate import DEFAULT_URL, ENV_URL, UIError, check_database
+from ui.locate import ENV_URL, UIError, check_database, display_url, resolve
 
 APP = Path(__file__).with_name("app.py")
-
-
-def resolve(db_url: str | None) -> str:
-    """``db_url``, else ``$GAPWATCH_DB_URL``, else the default SQLite file."""
-    return db_url or os.environ.get("GAPWATCH_DB_URL") or DEFAULT_URL
 
 
 def check(db_url: str) -> None:
@@ -69,7 +64,8 @@ def serve(db_url: str | None = None, port: int = 8501, host: str = "127.0.0.1") 
     """Run the UI in the foreground until Ctrl-C (the ``gapwatch ui`` command)."""
     url = resolve(db_url)
     check(url)
-    print(f"gapwatch ui: serving {url} at http://{host}:{port}/  (Ctrl-C stops)", flush=True)
+    shown = display_url(url)
+    print(f"gapwatch ui: serving {shown} at http://{host}:{port}/  (Ctrl-C stops)", flush=True)
     proc = subprocess.Popen(command(port, host), env=_env(url))
 
     def _on_term(signum: int, _frame: object) -> None:  # forward a kill to the server

@@ -2,8 +2,10 @@
 the CLI and the pages all use it).
 
 The database URL comes from ``$GAPWATCH_UI_DB_URL`` (set by ``ui.launch.serve``), else
-``--db URL`` after ``--`` on the ``streamlit run`` line, else ``$GAPWATCH_DB_URL``, else
-``sqlite:///./gapwatch.db``, as the rest of gapwatch does.
+``--db URL`` after ``--`` on the ``streamlit run`` line, else the store's own default
+(``store.engine.resolve_url``: ``$GAPWATCH_DB_URL``, else ``sqlite:///./gapwatch.db``).
+Parsing, masking and the SQLite file behind a URL are the store's helpers; this module
+only turns their errors into the UI's one-line ``UIError`` and refuses a missing file.
 """
 
 from __future__ import annotations
@@ -12,12 +14,14 @@ import os
 import sys
 from pathlib import Path
 
-from sqlalchemy.engine import make_url
-from sqlalchemy.exc import ArgumentError
+from sqlalchemy.engine import URL
+
+from store import StoreError
+from store.engine import display, resolve_url
+from store.engine import sqlite_path as _sqlite_file
 
 ENV_URL = "GAPWATCH_UI_DB_URL"
 """Environment variable ``ui.launch.serve`` passes the store URL in."""
-DEFAULT_URL = "sqlite:///./gapwatch.db"
 
 
 def _seconds(env: str, default: float) -> float:
@@ -45,6 +49,19 @@ REFRESH_S = _seconds("GAPWATCH_UI_REFRESH_S", 10.0)
 """Seconds between refreshes of a page over a running sweep; $GAPWATCH_UI_REFRESH_S."""
 
 
+def _parsed(url: str | None) -> URL:
+    """The store's reading of ``url`` (None: its default); a bad URL -> UIError."""
+    try:
+        return resolve_url(url)
+    except StoreError as exc:
+        raise UIError(str(exc)) from None
+
+
+def resolve(url: str | None) -> str:
+    """``url`` as given, else the store's default URL (``$GAPWATCH_DB_URL`` or the file)."""
+    return url or _parsed(None).render_as_string(hide_password=False)
+
+
 def db_url() -> str:
     """The store URL this UI process serves (see the module docstring for the order)."""
     url = os.environ.get(ENV_URL)
@@ -56,36 +73,29 @@ def db_url() -> str:
             return argv[i + 1]
         if arg.startswith("--db="):
             return arg.split("=", 1)[1]
-    return os.environ.get("GAPWATCH_DB_URL") or DEFAULT_URL
+    return resolve(None)
 
 
 def display_url(url: str) -> str:
-    """``url`` with any password masked, for showing in the page."""
+    """``url`` with any password masked, for showing in the page (as given if unparsable)."""
     try:
-        return make_url(url).render_as_string(hide_password=True)
-    except ArgumentError:
+        return display(resolve_url(url))
+    except StoreError:
         return url
 
 
 def sqlite_path(url: str) -> Path | None:
     """The file behind a SQLite URL (or a bare path), None for other backends."""
-    if "://" not in url:
-        return Path(url)
-    try:
-        u = make_url(url)
-    except ArgumentError as exc:
-        raise UIError(
-            f"cannot read store URL {url!r}: use sqlite:///path.db or "
-            "postgresql+psycopg://user@host/db"
-        ) from exc
+    u = _parsed(url)
     if not u.drivername.startswith("sqlite"):
         return None
-    if not u.database or u.database == ":memory:":
+    path = _sqlite_file(u)
+    if path is None:
         raise UIError(
             f"store URL {url!r} names an in-memory SQLite database, which the UI cannot "
             "share with the process that wrote it; pass a file: sqlite:///path.db"
         )
-    return Path(u.database)
+    return path
 
 
 def check_database(url: str) -> None:

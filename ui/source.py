@@ -19,7 +19,6 @@ import streamlit as st
 
 from ui import data
 from ui.locate import (
-    DEFAULT_URL,
     ENV_URL,
     TTL_S,
     UIError,
@@ -28,7 +27,7 @@ from ui.locate import (
     display_url,
 )
 
-__all__ = ["DEFAULT_URL", "ENV_URL", "TTL_S", "UIError", "check_database", "db_url", "display_url"]
+__all__ = ["ENV_URL", "TTL_S", "UIError", "check_database", "db_url", "display_url"]
 
 
 def _open(url: str) -> Any:
@@ -143,6 +142,14 @@ def decisions(
     url: str, run_id: int | None = None, sweep_id: int | None = None
 ) -> list[dict[str, Any]]:
     return [as_dict(d) for d in _store(url).decisions(run_id=run_id, sweep_id=sweep_id)]
+
+
+def run_jsonl(url: str, run_id: int) -> bytes:
+    """The run's metrics as the ``.jsonl`` log ``gapwatch export`` writes and ``gapwatch
+    replay`` reads (``store.export.jsonl_lines``), read when the user asks for it."""
+    from store.export import jsonl_lines
+
+    return "".join(jsonl_lines(_store(url).history(run_id))).encode("utf-8")
 
 
 def labels_for(run_rows: Sequence[dict[str, Any]]) -> tuple[tuple[int, str], ...]:

@@ -1,10 +1,13 @@
-"""A small synthetic sweep in a real SQLite store, written through the store's ingest API.
+"""Small synthetic sweeps in real SQLite stores, written through the store's ingest API.
 
-Two seeds; per seed a dense control and compressed treatments. Seed 1's ``q2 + none``
+``filled``: two seeds; per seed a dense control and compressed treatments. Seed 1's ``q2 + none``
 treatment collapses and is stopped at step 6 by ``score_collapse`` (with a
 ``gap_vs_control`` warning at step 1); seed 2's ``q2 + icepop`` fails at step 3; seed 2's
 ``q2 + tis`` has NaN and inf values. Every run stores the figures the compare page draws
 and |log-ratio| distributions at every second step.
+
+``thresholds``: a correction-threshold sweep (``fill_thresholds``): three seeds, three
+corrections whose thresholds vary, runs stopped by different rules at nearby steps.
 """
 
 from __future__ import annotations
@@ -119,6 +122,93 @@ def fill(url: str) -> Filled:
     st.set_sweep_status(sid, "completed")
     st.close()
     return Filled(url, sid, ids)
+
+
+# --- a threshold sweep: three seeds, thresholds that vary, stops at nearby steps --------
+
+T_STEPS = 20
+CODEC = "topk(keep=0.05)"
+# (correction, its thresholds) -> per seed 0, 1, 2: (stop step or None, rule, final score)
+T_OUTCOMES: dict[tuple[str, tuple[tuple[str, float], ...]], list[tuple[int | None, str, float]]] = {
+    ("tis", (("C", 1.5),)): [(6, "score_collapse", -0.1), (7, "score_collapse", -0.1),
+                             (6, "score_collapse", -0.1)],
+    ("tis", (("C", 2.0),)): [(7, "length_runaway", -0.05), (9, "score_collapse", -0.1),
+                             (None, "", 0.05)],
+    ("tis", (("C", 4.0),)): [(None, "", 0.28), (None, "", 0.35), (None, "", 0.40)],
+    ("icepop", (("lo", 0.5), ("hi", 5.0))): [(7, "score_collapse", -0.1), (None, "", 0.10),
+                                             (None, "", 0.15)],
+    ("icepop", (("lo", 0.8), ("hi", 5.0))): [(8, "post_tool_tail_growth", -0.02),
+                                             (10, "ess_collapse", 0.0), (None, "", 0.12)],
+    ("k3_rs", (("hi", 0.001),)): [(6, "score_collapse", -0.1), (None, "", 0.22),
+                                  (None, "", 0.24)],
+    ("k3_rs", (("hi", 0.01),)): [(None, "", 0.18), (None, "", 0.20), (None, "", 0.25)],
+    ("k3_rs", (("hi", 0.1),)): [(12, "score_collapse", -0.1), (None, "", 0.15),
+                                (None, "", 0.17)],
+}  # fmt: skip
+T_CONTROL = [0.20, 0.26, 0.31]
+"""The dense control's final score per seed (it always runs to the end)."""
+
+
+def label(name: str, kw: tuple[tuple[str, float], ...]) -> str:
+    """A run's correction column as the sweep writes it, ``tis(C=2)``."""
+    return f"{name}({', '.join(f'{k}={v:g}' for k, v in kw)})"
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    url: str
+    sweep_id: int
+    ids: dict[tuple[str, int], int]
+    """Run ids by (correction label or "control", seed)."""
+
+
+def fill_thresholds(url: str) -> Thresholds:
+    """A sweep of one codec, ``tis`` over C, ``icepop`` over lo and ``k3_rs`` over hi
+    (0.001 to 0.1: a log axis), three seeds, with the outcomes of ``T_OUTCOMES``."""
+    st = open_store(url)
+    sid = st.ensure_sweep("thresholds", "name: thresholds\n")
+    ids: dict[tuple[str, int], int] = {}
+    arms = [("control", "none", "none", (), None)] + [
+        (label(n, kw), CODEC, label(n, kw), kw, n) for n, kw in T_OUTCOMES
+    ]
+    for seed in range(3):
+        for key, codec, corr, kw, name in arms:
+            config = {
+                "steps": T_STEPS, "seed": seed, "compression": "topk" if name else "none",
+                "compression_kwargs": {"keep": 0.05} if name else {},
+                "correction": name or "none", "correction_kwargs": dict(kw),
+            }  # fmt: skip
+            rid = st.ensure_run(
+                sid, f"s{seed}-{key}", role="treatment" if name else "control",
+                pair_key=f"mul/tiny/s{seed}", seed=seed, compression=codec, correction=corr,
+                config=config,
+            )  # fmt: skip
+            ids[(key, seed)] = rid
+            if name:
+                stop, rule, final = T_OUTCOMES[(name, kw)][seed]
+            else:
+                stop, rule, final = None, "", T_CONTROL[seed]
+            last = stop or T_STEPS
+            rows = []
+            for step in range(1, last + 1):
+                score = 0.3 + (final - 0.3) * step / last
+                gap = 0.3 if name else 0.006
+                rows.append((step, _metrics(step, gap, score, 20.0, 0.0), {}))
+            st.write_steps(rid, rows)
+            if stop:
+                st.write_decision(rid, stop, rule, "stop", {"step": stop})
+                st.set_run_status(rid, "stopped", stop_rule=rule, stop_step=stop)
+            else:
+                st.set_run_status(rid, "completed")
+    st.set_sweep_status(sid, "completed")
+    st.close()
+    return Thresholds(url, sid, ids)
+
+
+@pytest.fixture(scope="session")
+def thresholds(tmp_path_factory: pytest.TempPathFactory) -> Thresholds:
+    path = tmp_path_factory.mktemp("uithresholds") / "thresholds.db"
+    return fill_thresholds(f"sqlite:///{path}")
 
 
 @pytest.fixture(scope="session")

@@ -2,8 +2,11 @@
 
 Each page is opened by its URL; the test checks the run names, rule names, charts and
 tables a user would see, saves a screenshot of each page under the test's tmp dir, and
-makes sure the server is gone afterwards. Also: ``gapwatch ui`` over a missing database
-prints one line and starts nothing; ``python -m ui.screenshot`` writes a PNG.
+makes sure the server is gone afterwards. Where a page draws something whose place
+matters (every run's line, the stop labels, the spread of a strategy, the seed mean at
+each threshold), the test reads the drawn marks' boxes from the SVG and checks them.
+Also: ``gapwatch ui`` over a missing database prints one line and starts nothing;
+``python -m tools.screenshot`` writes a PNG; a run downloaded from its page replays.
 """
 
 from __future__ import annotations
@@ -17,7 +20,15 @@ from typing import Any
 
 import pytest
 
-from ui.browser import CHROMIUM, VIEWPORT, chromium, drawn_state, line_geometry, load
+from tools.browser import (
+    CHROMIUM,
+    VIEWPORT,
+    chromium,
+    drawn_state,
+    line_geometry,
+    load,
+    views,
+)
 from ui.launch import Server, running_server
 
 # Without Chromium these skip on a developer's machine; CI sets GAPWATCH_REQUIRE_BROWSER=1
@@ -67,7 +78,7 @@ def test_sweeps_page(server: Server, page: Any, tmp_path: Path) -> None:
 
 
 def test_sweep_page(server: Server, filled: Any, page: Any, tmp_path: Path) -> None:
-    load(page, f"{server.url}/sweep?sweep={filled.sweep_id}", charts=1, tables=3)
+    load(page, f"{server.url}/sweep?sweep={filled.sweep_id}", charts=1, views=2, tables=3)
     page.get_by_text("Sweep ui-test").first.wait_for()
     text = body_text(page)
     assert "worker died at step 3" in text  # the failed run's error, said in the page
@@ -81,7 +92,7 @@ def test_sweep_page(server: Server, filled: Any, page: Any, tmp_path: Path) -> N
 
 def test_pair_page(server: Server, filled: Any, page: Any, tmp_path: Path) -> None:
     pair = f"{filled.ids['t1_none']},{filled.ids['c1']}"
-    seconds = load(page, f"{server.url}/compare?runs={pair}", charts=8)
+    seconds = load(page, f"{server.url}/compare?runs={pair}", charts=1, views=8)
     text = body_text(page)
     assert "#2 q2/none s1" in text and "#1 dense control s1" in text
     joined = svg_text(page)
@@ -106,7 +117,7 @@ def test_pair_page_draws_every_line_in_view(
     from ui.views.compare import FIGURES
 
     pair = f"{filled.ids['t1_none']},{filled.ids['c1']}"
-    load(page, f"{server.url}/compare?runs={pair}&log={log}", charts=8)
+    load(page, f"{server.url}/compare?runs={pair}&log={log}", charts=1, views=8)
     page.screenshot(path=str(tmp_path / f"pair-log{log}.png"), full_page=True)
     charts = {c["title"]: c for c in line_geometry(page)}
     assert set(charts) >= {f.title for f in FIGURES}, sorted(charts)
@@ -123,7 +134,7 @@ def test_pair_page_draws_every_line_in_view(
 
 
 def test_pair_page_log_scale_from_url(server: Server, filled: Any, page: Any) -> None:
-    load(page, f"{server.url}/compare?runs={filled.ids['c1']}&log=1&ecdf=3,9", charts=8)
+    load(page, f"{server.url}/compare?runs={filled.ids['c1']}&log=1&ecdf=3,9", charts=1, views=8)
     toggle = page.locator("input[aria-label='log scale']")
     assert toggle.is_checked()
     assert "step 9" in svg_text(page)
@@ -142,7 +153,7 @@ def test_run_page(server: Server, filled: Any, page: Any, tmp_path: Path) -> Non
 def test_failed_and_nan_runs(server: Server, filled: Any, page: Any) -> None:
     load(page, f"{server.url}/run?run={filled.ids['t2_icepop']}", charts=2, tables=1)
     assert "this run failed: RuntimeError: worker died at step 3" in body_text(page)
-    load(page, f"{server.url}/compare?runs={filled.ids['t2_tis']}", charts=8)
+    load(page, f"{server.url}/compare?runs={filled.ids['t2_tis']}", charts=1, views=8)
     assert "not finite" in body_text(page)
 
 
@@ -162,7 +173,7 @@ def test_cli_refuses_missing_database(tmp_path: Path) -> None:
 def test_screenshot_script(filled: Any, tmp_path: Path) -> None:
     out = tmp_path / "img" / "pair.png"
     done = subprocess.run(
-        [sys.executable, "-m", "ui.screenshot", "--db", filled.url, "--out", str(out)],
+        [sys.executable, "-m", "tools.screenshot", "--db", filled.url, "--out", str(out)],
         capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]
@@ -208,7 +219,7 @@ def test_running_sweep_page_refreshes_itself(filled: Any, browser: Any, tmp_path
     fast = {"GAPWATCH_UI_REFRESH_S": "1", "GAPWATCH_UI_TTL_S": "0.5"}
     with running_server(url, env=fast) as srv:
         page = browser.new_page(viewport=VIEWPORT)
-        load(page, f"{srv.url}/sweep?sweep={filled.sweep_id}", charts=1, tables=3)
+        load(page, f"{srv.url}/sweep?sweep={filled.sweep_id}", charts=1, views=2, tables=3)
         first = page.get_by_test_id("stMetricValue").first
         assert first.inner_text() == "6"
         st.ensure_run(
@@ -221,3 +232,161 @@ def test_running_sweep_page_refreshes_itself(filled: Any, browser: Any, tmp_path
         assert first.inner_text() == "7", "the page did not pick up the new run by itself"
         page.close()
     st.close()
+
+
+# --- the threshold sweep (tests/ui/conftest.py: fill_thresholds) -------------------------
+
+
+@pytest.fixture(scope="module")
+def t_server(thresholds: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    log = tmp_path_factory.mktemp("uilog") / "streamlit-thresholds.log"
+    with running_server(thresholds.url, log_path=log) as srv:
+        yield srv
+
+
+def centre(item: dict[str, float]) -> tuple[float, float]:
+    return (item["left"] + item["right"]) / 2, (item["top"] + item["bottom"]) / 2
+
+
+def view(drawn: list[dict[str, Any]], title: str) -> dict[str, Any]:
+    found = [v for v in drawn if v["title"] == title]
+    assert len(found) == 1, (title, [v["title"] for v in drawn])
+    return found[0]
+
+
+def layer(v: dict[str, Any], index: int, kind: str) -> list[dict[str, Any]]:
+    return [it for ly in v["layers"] if ly["layer"] == index and ly["type"] == kind
+            for it in ly["items"]]  # fmt: skip
+
+
+SWEEP_VIEWS = 2 + 3  # spread + outcome; the chosen threshold's three views
+
+
+def test_threshold_view_draws_each_run_and_the_seed_mean(
+    t_server: Server, thresholds: Any, page: Any, tmp_path: Path
+) -> None:
+    """Per threshold value one point per seed, and the mean line through their mean; the
+    values spaced on a linear axis for tis' C (1.5, 2, 4), on a log axis for k3_rs' hi
+    (0.001, 0.01, 0.1), both read from the runs' configs."""
+    from urllib.parse import quote
+
+    columns = {}
+    for corr, param in (("tis", "C"), ("k3_rs", "hi"), ("icepop", "lo")):
+        choice = quote(f"topk(keep=0.05) + {corr}: {param}")
+        load(page, f"{t_server.url}/sweep?sweep={thresholds.sweep_id}&threshold={choice}",
+             charts=1, views=SWEEP_VIEWS, tables=3)  # fmt: skip
+        page.screenshot(path=str(tmp_path / f"threshold-{corr}.png"), full_page=True)
+        drawn = views(page)
+        for what in ("steps survived", "final score"):
+            v = view(drawn, f"topk(keep=0.05) + {corr}: {what} vs {param}")
+            points = [centre(it) for it in layer(v, 1, "symbol")]
+            means = sorted(centre(it) for it in layer(v, 0, "symbol"))
+            xs = sorted({round(x) for x, _ in points})
+            n_values = 2 if corr == "icepop" else 3
+            assert len(points) == 3 * n_values and len(xs) == n_values, (corr, what, xs)
+            assert len(means) == n_values
+            for (mx, my), x in zip(means, xs, strict=True):
+                seeds = [py for px, py in points if abs(px - x) <= 1]
+                assert len(seeds) == 3
+                # a linear y axis: the mean of the pixels is the pixel of the mean
+                assert abs(mx - x) <= 1 and abs(my - sum(seeds) / 3) <= 1.5, (corr, what)
+            plot = v["plot"]
+            assert all(plot["left"] <= x <= plot["right"] for x in xs)
+            columns[corr] = xs
+        if corr == "tis":
+            ended = view(drawn, "topk(keep=0.05) + tis: runs per ending vs C")
+            counts = sorted(it["text"] for it in layer(ended, 1, "text"))
+            assert counts == sorted(["3", "1", "1", "1", "3"])  # 1.5: 3 stopped; 4: 3 ran
+    c = columns["tis"]  # C = 1.5, 2, 4 on a linear axis: gaps in the ratio 0.5 : 2
+    assert (c[2] - c[1]) / (c[1] - c[0]) == pytest.approx(4.0, rel=0.06)
+    h = columns["k3_rs"]  # hi = 0.001, 0.01, 0.1 on a log axis: equal gaps
+    assert (h[2] - h[1]) == pytest.approx(h[1] - h[0], abs=1.5)
+
+
+def test_leaderboard_shows_each_strategy_spread(
+    t_server: Server, thresholds: Any, page: Any
+) -> None:
+    """Per strategy, a line from its lowest to its highest run, a tick per run on it and
+    the mean between; the table says which strategies overlap."""
+    from ui.sweep_model import SPREAD_TITLE
+
+    load(page, f"{t_server.url}/sweep?sweep={thresholds.sweep_id}", charts=1,
+         views=SWEEP_VIEWS, tables=3)  # fmt: skip
+    v = view(views(page), SPREAD_TITLE)
+    rules, ticks, means = layer(v, 0, "rule"), layer(v, 1, "rect"), layer(v, 2, "symbol")
+    assert len(rules) == len(means) == 9 and len(ticks) == 27  # 9 strategies x 3 seeds
+    for rule in rules:
+        _, y = centre(rule)
+        on_row = [centre(t)[0] for t in ticks if abs(centre(t)[1] - y) <= 1]
+        assert len(on_row) == 3, y
+        assert rule["left"] == pytest.approx(min(on_row), abs=1.5)
+        assert rule["right"] == pytest.approx(max(on_row), abs=1.5)
+        (mean,) = [centre(m)[0] for m in means if abs(centre(m)[1] - y) <= 1]
+        assert min(on_row) - 1 <= mean <= max(on_row) + 1
+    grid = page.locator("[data-testid='stDataFrame']").nth(1)
+    grid.locator("th", has_text="overlaps with").first.wait_for(state="attached")
+    grid.locator("td", has_text="dense control, ").first.wait_for(state="attached")
+    assert "share a rank" in body_text(page)
+
+
+def test_stop_labels_never_overlap(
+    t_server: Server, thresholds: Any, page: Any, tmp_path: Path
+) -> None:
+    """Five runs stopped at steps 6-8 by four rules: one label per rule group (three
+    score_collapse stops share one), stacked above the plot, no two boxes touching."""
+    keys = ["tis(C=1.5)", "tis(C=2)", "icepop(lo=0.5, hi=5)", "icepop(lo=0.8, hi=5)",
+            "k3_rs(hi=0.001)", "control"]  # fmt: skip
+    ids = ",".join(str(thresholds.ids[(k, 0)]) for k in keys)
+    load(page, f"{t_server.url}/compare?runs={ids}", charts=1, views=6)
+    page.screenshot(path=str(tmp_path / "stops.png"), full_page=True)
+    geo = line_geometry(page)
+    assert len(geo) == 6
+    for g in geo:
+        labels = g["stopLabels"]
+        assert sorted(lab["text"] for lab in labels) == [
+            "length_runaway", "post_tool_tail_growth", "score_collapse ×3",
+        ], g["title"]  # fmt: skip
+        for i, a in enumerate(labels):
+            assert a["bottom"] <= g["plot"]["top"], (g["title"], "label over the plot", a)
+            for b in labels[i + 1 :]:
+                apart = (a["right"] <= b["left"] or b["right"] <= a["left"]
+                         or a["bottom"] <= b["top"] or b["bottom"] <= a["top"])  # fmt: skip
+                assert apart, (g["title"], a, b)
+    red = [v for v in views(page) if v["title"] == "Task score"][0]
+    rules = [it for ly in red["layers"] if ly["type"] == "rule" for it in ly["items"]
+             if (it["stroke"] or "").lower() == "#d62728"]  # fmt: skip
+    assert len(rules) == 5  # one red rule per stopped run
+
+
+def test_run_page_download_replays(server: Server, filled: Any, page: Any, tmp_path: Path) -> None:
+    """The run page's button downloads what `gapwatch export` writes, and `gapwatch replay`
+    reads it (with the control's, from the second button) as the page's command says."""
+    import json
+
+    from store import open_store
+
+    rid, ctl = filled.ids["t1_none"], filled.ids["c1"]
+    load(page, f"{server.url}/run?run={rid}", charts=2, tables=1)
+    saved = {}
+    for label, which in (("Download run as JSONL", rid), ("Download its dense control", ctl)):
+        with page.expect_download() as got:
+            page.get_by_role("button", name=label).click()
+        path = tmp_path / got.value.suggested_filename
+        got.value.save_as(path)
+        saved[which] = path
+    assert saved[rid].name == f"run-{rid}.jsonl" and saved[ctl].name == f"run-{ctl}.jsonl"
+    st = open_store(filled.url, read_only=True)
+    exported = tmp_path / "exported.jsonl"
+    st.export_run(rid, exported)
+    st.close()
+    assert saved[rid].read_bytes() == exported.read_bytes()
+    command = page.locator("[data-testid='stCode']").first.inner_text().strip()
+    assert command == f"gapwatch replay run-{rid}.jsonl --control run-{ctl}.jsonl"
+    args = command.split()[1:] + ["--json"]
+    done = subprocess.run(
+        [sys.executable, "-m", "orchestrator.cli", *args], cwd=tmp_path,
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    result = json.loads(done.stdout)
+    assert result, done.stdout

@@ -67,27 +67,6 @@ def test_steps_saved_sums_budget_minus_stop_step() -> None:
     assert data.steps_saved(t) == (20 - 6) + (20 - 8)
 
 
-def test_leaderboard_baseline_first_and_relative_figures() -> None:
-    t = data.runs_table(RUNS, LATEST)
-    board = data.leaderboard(t, {1: 0.01, 4: 0.01, 2: 0.5, 5: 0.3, 3: 0.2})
-    assert board["strategy"].iloc[0] == "dense control"
-    by = board.set_index("strategy")
-    assert by.loc["dense control", "collapsed"] == "0/2"
-    assert by.loc["q2 + none", "collapsed"] == "2/2"
-    assert by.loc["q2 + tis", "collapsed"] == "1/2"
-    assert by.loc["q2 + none", "steps survived"] == pytest.approx(7.0)
-    assert by.loc["dense control", "final score"] == pytest.approx(0.6)
-    assert by.loc["q2 + none", "score vs control"] == pytest.approx(-0.7)
-    assert by.loc["q2 + none", "gap vs control"] == pytest.approx(40.0)
-
-
-def test_leaderboard_without_control_has_no_relative_figures() -> None:
-    t = data.runs_table(RUNS[1:3], LATEST)
-    board = data.leaderboard(t, {})
-    assert board["score vs control"].isna().all()
-    assert data.leaderboard(t.iloc[0:0], {}).empty
-
-
 def test_filter_and_sort() -> None:
     t = data.runs_table(RUNS, LATEST)
     assert set(data.filter_runs(t, statuses=["stopped"])["id"]) == {2, 5}
@@ -161,7 +140,12 @@ def test_small_helpers() -> None:
     assert data.step_budget({"steps": 30}) == 30
     assert data.step_budget({"steps": True}) is None
     assert data.step_budget(None) is None
-    assert data.strategy_of(RUNS[2]) == "q2 + tis"
+
+
+def test_pair_index_agrees_with_pair_of() -> None:
+    index = data.pair_index(RUNS)
+    assert index == {int(r["id"]): data.pair_of(r, RUNS) for r in RUNS}
+    assert index[5] == [5, 4] and index[4] == [4]
 
 
 def test_auto_points_and_ecdf_thinning() -> None:

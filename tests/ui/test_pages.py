@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 from typing import Any
@@ -11,8 +12,10 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 import ui
-from ui import source
+from ui import data, source
 from ui.source import ENV_URL
+from ui.sweep_model import SPREAD_TITLE
+from ui.views.compare import ECDF_TITLE, FIGURES
 
 STEPS = 12  # as tests/ui/conftest.py writes
 Filled = Any
@@ -22,15 +25,15 @@ APP = str(Path(ui.__file__).with_name("app.py"))
 
 
 def render(
-    monkeypatch: pytest.MonkeyPatch, url: str, page: str | None = None, **params: Any
+    monkeypatch: pytest.MonkeyPatch, url: str, view: str | None = None, **params: Any
 ) -> AppTest:
     monkeypatch.setenv(ENV_URL, url)
     at = AppTest.from_file(APP, default_timeout=30)
     for k, v in params.items():
         at.query_params[k] = str(v)
     at.run()
-    if page:
-        at.switch_page(page)
+    if view:
+        at.switch_page(view)
         for k, v in params.items():
             at.query_params[k] = str(v)
         at.run()
@@ -52,6 +55,20 @@ def frames_text(at: AppTest) -> str:
 
 def charts(at: AppTest) -> int:
     return len(at.get("vega_lite_chart"))
+
+
+def specs(at: AppTest) -> list[dict[str, Any]]:
+    return [json.loads(c.proto.spec) for c in at.get("vega_lite_chart")]
+
+
+def view_titles(at: AppTest) -> list[str]:
+    """The titles of every view of every chart (a page's chart concatenates views)."""
+    out = []
+    for spec in specs(at):
+        views = [v for row in spec.get("vconcat", [{"hconcat": [spec]}]) for v in row["hconcat"]]
+        out += [v["title"]["text"] if isinstance(v.get("title"), dict) else v.get("title")
+                for v in views]  # fmt: skip
+    return out
 
 
 def chart_data(at: AppTest) -> str:
@@ -128,8 +145,11 @@ def test_compare_pair_draws_every_figure_and_ecdfs(
     at = render(monkeypatch, filled.url, "views/compare.py", runs=pair)
     no_exception(at)
     assert at.multiselect(key="pick_runs").value == [filled.ids["t1_none"], filled.ids["c1"]]
-    # six figures + one ECDF chart per slice
-    assert charts(at) == 8
+    # one chart: six figures + one ECDF view per slice
+    assert charts(at) == 1
+    assert view_titles(at) == [f.title for f in FIGURES] + [
+        ECDF_TITLE.format(s) for s in ("text", "post_tool")
+    ]
     specs = chart_data(at)
     assert "score_collapse" in specs  # the stop rule's label on the stop rule line
     assert "budget 64" in specs and "zero" in specs
@@ -280,7 +300,7 @@ def test_pages_over_postgresql(monkeypatch: pytest.MonkeyPatch, filled_pg: Fille
     pair = f"{filled_pg.ids['t1_none']},{filled_pg.ids['c1']}"
     at = render(monkeypatch, filled_pg.url, "views/compare.py", runs=pair)
     no_exception(at)
-    assert charts(at) == 8
+    assert len(view_titles(at)) == 8
     at = render(monkeypatch, filled_pg.url, "views/run.py", run=filled_pg.ids["t1_none"])
     no_exception(at)
     assert "step 6: stop by score_collapse" in texts(at)
@@ -317,3 +337,100 @@ def test_run_without_steps_renders_everywhere(
     at = render(monkeypatch, url, "views/run.py", run=rid)
     no_exception(at)
     assert "no stored metric yet" in texts(at)
+
+
+def test_compare_refuses_too_many_runs_in_one_line(
+    monkeypatch: pytest.MonkeyPatch, thresholds: Any
+) -> None:
+    ids = sorted(thresholds.ids.values())[: data.MAX_COMPARE + 1]
+    wanted = ",".join(map(str, ids))
+    at = render(monkeypatch, thresholds.url, "views/compare.py", runs=wanted)
+    no_exception(at)
+    assert [e.value for e in at.error] == [
+        f"This link asks for {data.MAX_COMPARE + 1} runs; the compare page draws at most "
+        f"{data.MAX_COMPARE} at once. Pick up to {data.MAX_COMPARE} below, or filter the "
+        "sweep's runs table first."
+    ]
+    assert charts(at) == 0
+    assert at.query_params["runs"] in (wanted, [wanted])  # the link is kept, not rewritten
+    at = render(monkeypatch, thresholds.url, "views/compare.py", runs=",".join(map(str, ids[:-1])))
+    no_exception(at)
+    assert not at.error and charts(at) == 1
+
+
+def test_sweep_page_spread_and_threshold_views(
+    monkeypatch: pytest.MonkeyPatch, thresholds: Any
+) -> None:
+    at = render(monkeypatch, thresholds.url, "views/sweep.py", sweep=thresholds.sweep_id)
+    no_exception(at)
+    board = at.dataframe[1].value.set_index("strategy")
+    tis4, ctl = board.loc["topk(keep=0.05) + tis(C=4)"], board.loc["dense control"]
+    assert (tis4["score min"], tis4["score max"]) == pytest.approx((0.28, 0.40))
+    assert tis4["rank"] == ctl["rank"] == 1  # overlapping ranges: not ranked apart
+    assert "dense control" in tis4["overlaps with"]
+    assert board.loc["topk(keep=0.05) + tis(C=1.5)", "rank"] > 1
+    assert view_titles(at)[:2] == [SPREAD_TITLE, "Final score vs mean gap, one point per run"]
+    choices = at.get("button_group")[0].proto.options
+    options = [o.content for o in choices]
+    assert options == [f"topk(keep=0.05) + {c}" for c in ("icepop: lo", "k3_rs: hi", "tis: C")]
+    for option, log in zip(options, (False, True, False), strict=True):
+        at = render(monkeypatch, thresholds.url, "views/sweep.py", sweep=thresholds.sweep_id,
+                    threshold=option)  # fmt: skip
+        no_exception(at)
+        group, param = option.split(": ")
+        assert view_titles(at)[2:] == [
+            f"{group}: steps survived vs {param}", f"{group}: final score vs {param}",
+            f"{group}: runs per ending vs {param}",
+        ]  # fmt: skip
+        x = specs(at)[0]["vconcat"][1]["hconcat"][1]["layer"][0]["encoding"]["x"]
+        assert (x["scale"].get("type") == "log") is log  # only k3_rs' hi spans decades
+
+
+def test_sweep_page_without_varying_thresholds_says_so(
+    monkeypatch: pytest.MonkeyPatch, filled: Filled
+) -> None:
+    at = render(monkeypatch, filled.url, "views/sweep.py", sweep=filled.sweep_id)
+    no_exception(at)
+    assert "No correction's threshold varies across this sweep's runs" in texts(at)
+
+
+def test_run_page_offers_its_log_and_the_replay_command(
+    monkeypatch: pytest.MonkeyPatch, filled: Filled
+) -> None:
+    rid, ctl = filled.ids["t1_none"], filled.ids["c1"]
+    at = render(monkeypatch, filled.url, "views/run.py", run=rid)
+    no_exception(at)
+    buttons = at.get("download_button")
+    assert [b.proto.label for b in buttons] == [
+        "Download run as JSONL",
+        "Download its dense control",
+    ]
+    assert [c.value for c in at.code] == [
+        f"gapwatch replay run-{rid}.jsonl --control run-{ctl}.jsonl"
+    ]
+    at = render(monkeypatch, filled.url, "views/run.py", run=ctl)
+    assert [c.value for c in at.code] == [f"gapwatch replay run-{ctl}.jsonl"]
+
+
+def test_runs_table_pages_a_large_sweep(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from store import open_store
+    from store.synth import fill
+    from ui.views.sweep import PAGE_ROWS
+
+    url = f"sqlite:///{tmp_path / 'many.db'}"
+    st = open_store(url)
+    ids = fill(st, PAGE_ROWS + 50, 2, 2, sweep_name="many")
+    st.close()
+    at = render(monkeypatch, url, "views/sweep.py", sweep=1, sort="id", desc="1")
+    no_exception(at)
+    first = at.dataframe[0].value
+    assert len(first) == PAGE_ROWS and first["id"].iloc[0] == max(ids)  # sorted over all runs
+    at = render(monkeypatch, url, "views/sweep.py", sweep=1, sort="id", desc="1", page=2)
+    no_exception(at)
+    assert list(at.dataframe[0].value["id"]) == sorted(ids, reverse=True)[PAGE_ROWS:]
+    at = render(monkeypatch, url, "views/sweep.py", sweep=1, page=9)
+    no_exception(at)
+    assert [w.value for w in at.warning] == [
+        "ignoring URL parameter page=9: the table has pages 1-2"
+    ]
+    assert len(at.dataframe[0].value) == PAGE_ROWS

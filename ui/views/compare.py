@@ -1,9 +1,13 @@
-"""Page 3: a pair (a treatment and its dense control) or any picked runs, one chart per
+"""Page 3: a pair (a treatment and its dense control) or any picked runs, one view per
 figure with every run on one axis, stop steps marked with the rule's name, and ECDFs of
 |log-ratio| per slice at early, middle and late steps.
 
-URL: ``runs`` (ids, comma list), ``log`` (1 = log y axis where values are positive),
-``points`` (max points per series, downsampled in the database), ``ecdf`` (steps).
+Every view goes into **one** chart (``ui.charts.concat``): one embed to compile and lay
+out instead of eight, the largest single saving in drawing this page (bench/ui_bench.py).
+
+URL: ``runs`` (ids, comma list; at most ``MAX_RUNS``), ``log`` (1 = log y axis where
+values are positive), ``points`` (max points per series, downsampled in the database),
+``ecdf`` (steps).
 """
 
 from __future__ import annotations
@@ -17,7 +21,8 @@ import streamlit as st
 from correction import names
 from ui import charts, data, nav, source
 
-ECDF_POINTS = 80  # points per ECDF line (evenly thinned; first and last kept)
+MAX_RUNS = data.MAX_COMPARE
+ECDF_POINTS = 30  # points per ECDF line (evenly thinned; first and last kept)
 
 
 @dataclass(frozen=True)
@@ -49,6 +54,7 @@ FIGURES: tuple[Figure, ...] = (
     ),
     Figure("ESS per slice", "ESS (fraction)", tuple((names.ess(s), s) for s in names.SLICES)),
 )
+ECDF_TITLE = "ECDF of |log-ratio|: {} tokens"
 
 
 def names_by_lines() -> dict[int, tuple[str, ...]]:
@@ -73,24 +79,33 @@ def fetch(url: str, run_rows: list[dict[str, Any]], points: int | None) -> pd.Da
 
 
 def pick_runs(url: str) -> list[dict[str, Any]]:
-    wanted = data.parse_int_list(nav.qp_str("runs"))
+    """The runs the URL (or the picker) chooses; more than ``MAX_RUNS`` are refused."""
+    asked = data.parse_int_list(nav.qp_str("runs"))
     everything = source.runs(url, None)
     by_id = {int(r["id"]): r for r in everything}
-    missing = [i for i in wanted if i not in by_id]
+    missing = [i for i in asked if i not in by_id]
     if missing:
         st.warning(f"not in the store, left out: runs {', '.join(map(str, missing))}")
-    wanted = [i for i in wanted if i in by_id]
+    wanted = list(dict.fromkeys(i for i in asked if i in by_id))
+    too_many = len(wanted) > MAX_RUNS
+    if too_many:
+        st.error(
+            f"This link asks for {len(wanted)} runs; the compare page draws at most "
+            f"{MAX_RUNS} at once. Pick up to {MAX_RUNS} below, or filter the sweep's runs "
+            "table first."
+        )
     sweep_ids = {by_id[i]["sweep_id"] for i in wanted}
     pool = [r for r in everything if not sweep_ids or r["sweep_id"] in sweep_ids]
-    options = [int(r["id"]) for r in pool]
     chosen = st.multiselect(
         "runs to compare",
-        options,
-        default=wanted,
+        [int(r["id"]) for r in pool],
+        default=[] if too_many else wanted,
         format_func=lambda i: data.run_label(by_id[i]),
+        max_selections=MAX_RUNS,
         key="pick_runs",
     )
-    nav.qp_set("runs", chosen)
+    if chosen or not too_many:  # a refused link stays in the address bar until a pick
+        nav.qp_set("runs", chosen)
     return [by_id[i] for i in chosen]
 
 
@@ -102,13 +117,18 @@ def stops_of(run_rows: list[dict[str, Any]]) -> list[charts.StopMark]:
     ]
 
 
-def figure_chart(fig: Figure, frame: pd.DataFrame, stops: list[charts.StopMark], log: bool) -> None:
+def figure_spec(
+    fig: Figure,
+    frame: pd.DataFrame,
+    stops: list[charts.StopMark],
+    log: bool,
+    domain: list[str],
+) -> tuple[charts.Spec | None, str | None]:
+    """The figure's view (None when no chosen run has its metrics) and a note for it."""
     wanted = {m: label for m, label in fig.metrics}
-    df = frame[frame["name"].isin(list(wanted))].copy()
-    if df.dropna(subset=["value"]).empty:
-        st.markdown(f"**{fig.title}**")
-        st.caption(f"no chosen run has `{'`, `'.join(wanted)}`")
-        return
+    df = frame[frame["name"].isin(list(wanted))]
+    if df["value"].isna().all():
+        return None, f"{fig.title}: no chosen run has `{'`, `'.join(wanted)}`"
     use_log = log and fig.log_ok
     hlines: list[tuple[float, str]] = [(0.0, "zero")] if fig.zero_line else []
     if fig.budget_line:
@@ -117,68 +137,74 @@ def figure_chart(fig: Figure, frame: pd.DataFrame, stops: list[charts.StopMark],
         hlines += [(float(v), f"budget {v:g}") for v in sorted(budgets)]
     dash = None
     if len(fig.metrics) > 1:
-        df["slice"] = df["name"].map(wanted)
+        df = df.assign(slice=df["name"].map(wanted))
         dash = "slice"
-    chart = charts.line_chart(
+    spec = charts.line_chart(
         df, title=fig.title, y_title=fig.y_title, log=use_log, hlines=hlines, stops=stops,
-        dash_by=dash,
+        dash_by=dash, color_domain=domain, width=charts.WIDTH,
     )  # fmt: skip
-    st.vega_lite_chart(chart, width="stretch")
+    note = None
     if use_log and (df["value"] <= 0).any():
-        st.caption("values <= 0 are not drawn on the log axis")
+        note = f"{fig.title}: values <= 0 are not drawn on the log axis"
+    return spec, note
 
 
-def nan_note(frame: pd.DataFrame) -> None:
-    bad = data.non_finite_summary(frame)
-    if bad.empty:
-        return
-    st.warning(
-        f"{int(bad['count'].sum())} stored values are not finite (NaN or inf); they are "
-        "gaps in the lines. Where:"
-    )
-    st.dataframe(bad, hide_index=True)
-
-
-def ecdf_section(url: str, run_rows: list[dict[str, Any]]) -> None:
-    st.subheader("ECDF of |log-ratio| per slice")
-    steps_by_run: dict[int, dict[str, list[int]]] = {}
-    for r in run_rows:
-        rid = int(r["id"])
-        steps_by_run[rid] = {
-            s: source.distribution_steps(url, rid, names.dist(s)) for s in names.SLICES
+def ecdf_steps(url: str, run_rows: list[dict[str, Any]]) -> dict[int, dict[str, list[int]]]:
+    """Per run and slice, the steps with a stored |log-ratio| distribution."""
+    return {
+        int(r["id"]): {
+            s: source.distribution_steps(url, int(r["id"]), names.dist(s)) for s in names.SLICES
         }
-    union = sorted({x for per in steps_by_run.values() for xs in per.values() for x in xs})
+        for r in run_rows
+    }
+
+
+def pick_ecdf_steps(where: Any, union: list[int]) -> list[int]:
+    """The ECDF steps from the URL or the picker (default: first, middle, last)."""
     if not union:
-        st.caption("No chosen run stored |log-ratio| distributions.")
-        return
+        where.caption("No chosen run stored |log-ratio| distributions.")
+        return []
     wanted = [x for x in data.parse_int_list(nav.qp_str("ecdf")) if x in union]
-    chosen = st.multiselect(
-        "steps (default: first, middle, last stored)",
+    chosen = where.multiselect(
+        "ECDF steps (default: first, middle, last stored)",
         union,
         default=wanted or data.default_steps(union),
         key="ecdf_steps",
     )
     nav.qp_set("ecdf", sorted(chosen) if chosen != data.default_steps(union) else None)
-    if not chosen:
-        st.caption("Pick at least one step.")
-        return
-    cols = st.columns(len(names.SLICES))
-    for col, slice_ in zip(cols, names.SLICES, strict=True):
-        frames = []
+    return list(chosen)
+
+
+def ecdf_specs(
+    url: str,
+    run_rows: list[dict[str, Any]],
+    have: dict[int, dict[str, list[int]]],
+    chosen: list[int],
+    domain: list[str],
+) -> tuple[list[charts.Spec], list[str]]:
+    """One ECDF view per slice at the stored steps nearest ``chosen``, and notes."""
+    specs, notes = [], []
+    for slice_ in names.SLICES:
+        parts = []
         for r in run_rows:
             rid = int(r["id"])
-            have = steps_by_run[rid][slice_]
-            at = sorted({s for s in (data.nearest_step(have, w) for w in chosen) if s is not None})
+            at = sorted(
+                {s for w in chosen if (s := data.nearest_step(have[rid][slice_], w)) is not None}
+            )
             for step, payload in source.distributions(url, rid, names.dist(slice_), tuple(at)):
                 e = data.thin_ecdf(data.ecdf_frame(payload), ECDF_POINTS)
                 if not e.empty:
-                    frames.append(e.assign(run=data.run_label(r), step=f"step {step}"))
-        with col:
-            if not frames:
-                st.caption(f"no {slice_} distribution at these steps")
-                continue
-            chart = charts.ecdf_chart(pd.concat(frames), title=f"{slice_} tokens")
-            st.vega_lite_chart(chart, width="stretch")
+                    parts.append(e.assign(run=data.run_label(r), step=f"step {step}"))
+        if not parts:
+            notes.append(f"no {slice_} distribution at the chosen steps")
+            continue
+        frame = pd.concat(parts, ignore_index=True)
+        specs.append(
+            charts.ecdf_chart(
+                frame, title=ECDF_TITLE.format(slice_), color_domain=domain, width=charts.WIDTH
+            )
+        )
+    return specs, notes
 
 
 def body() -> None:
@@ -205,34 +231,64 @@ def body() -> None:
         value=nav.qp_int("points") or auto,
         step=100,
         help=f"default: {data.POINTS_PER_CHART:,} points per chart shared by its lines "
-        f"({data.MIN_POINTS}-{data.MAX_POINTS} per line)",
+        f"({data.MIN_POINTS}-{data.MAX_POINTS} per line). Series are downsampled in the "
+        "database keeping each bucket's min and max, so spikes survive.",
     )
     explicit = None if points == auto else int(points)
     nav.qp_set("points", explicit)
-    c3.caption(
-        "Series are downsampled in the database keeping each bucket's min and max, so "
-        "spikes survive. Hover a chart for every run's value at a step; red rules mark "
-        "stop steps with the rule that fired."
+    have = ecdf_steps(url, run_rows)
+    union = sorted({x for per in have.values() for xs in per.values() for x in xs})
+    chosen_steps = pick_ecdf_steps(c3, union)
+    # one line of links (ten page_link widgets in columns cost the page ~0.2 s to draw)
+    st.markdown(
+        "Run pages: " + " · ".join(f"[{data.run_label(r)}](run?run={r['id']})" for r in run_rows)
     )
-    links = st.columns(min(len(run_rows), 6))
-    for i, r in enumerate(run_rows):
-        with links[i % len(links)]:
-            st.page_link(
-                nav.RUN, label=f"{data.run_label(r)}: run page", query_params={"run": str(r["id"])}
-            )
+    for r in run_rows:
         if r.get("status") == "failed":
             st.error(f"{data.run_label(r)} failed: {r.get('error') or 'no error text stored'}")
-    frame = fetch(url, run_rows, explicit)
-    if frame.empty:
+    ids = tuple(int(r["id"]) for r in run_rows)
+    chart, notes, bad = page_chart(url, ids, explicit, log, tuple(chosen_steps))
+    if chart is None:
         st.info("The chosen runs have no stored step yet.")
         return
+    st.caption(
+        "Hover a chart for every run's value at a step; red rules mark stop steps with the "
+        "rule that fired (hover a label for its runs)."
+    )
+    st.vega_lite_chart(chart, width="content")
+    for note in notes:
+        st.caption(note)
+    if not bad.empty:
+        st.warning(
+            f"{int(bad['count'].sum())} stored values are not finite (NaN or inf); they are "
+            "gaps in the lines. Where:"
+        )
+        st.dataframe(bad, hide_index=True)
+
+
+@st.cache_data(ttl=source.TTL_S, show_spinner=False)
+def page_chart(
+    url: str, ids: tuple[int, ...], points: int | None, log: bool, steps: tuple[int, ...]
+) -> tuple[charts.Spec | None, list[str], pd.DataFrame]:
+    """The page's one chart (every figure, then the ECDFs), its notes, and where stored
+    values are not finite; None for the chart when the runs have no step yet. Cached like
+    the queries under it, so a rerun within the TTL (a reload, a widget that does not
+    change the chart) sends the chart without building it again."""
+    by_id = {int(r["id"]): r for r in source.runs(url, None)}
+    run_rows = [by_id[i] for i in ids]
+    frame = fetch(url, run_rows, points)
+    if frame.empty:
+        return None, [], data.non_finite_summary(frame)
+    domain = [data.run_label(r) for r in run_rows]
     stops = stops_of(run_rows)
-    grid = st.columns(2)
-    for i, fig in enumerate(FIGURES):
-        with grid[i % 2]:
-            figure_chart(fig, frame, stops, log)
-    nan_note(frame)
-    ecdf_section(url, run_rows)
+    made = [figure_spec(fig, frame, stops, log, domain) for fig in FIGURES]
+    specs = [spec for spec, _ in made if spec is not None]
+    notes = [note for _, note in made if note]
+    if steps:
+        have = ecdf_steps(url, run_rows)
+        e_specs, e_notes = ecdf_specs(url, run_rows, have, list(steps), domain)
+        specs, notes = specs + e_specs, notes + e_notes
+    return charts.concat(specs, columns=2), notes, data.non_finite_summary(frame)
 
 
 def live() -> bool:

@@ -1,6 +1,6 @@
 """Page 4: one run: every metric it has (searchable, with a trend line each, any of them
-charted), its config, and the decisions the rules took (warnings and the stop) with
-their evidence.
+charted), its config, the decisions the rules took (warnings and the stop) with their
+evidence, and the run as a log to download and replay elsewhere (``gapwatch replay``).
 
 URL: ``run`` (id), ``q`` (metric filter), ``m`` (charted metrics, comma list),
 ``log`` (1 = log y axis).
@@ -52,6 +52,41 @@ def header(url: str, run: dict[str, Any]) -> None:
             label="compare with its dense control" if len(pair) > 1 else "open in compare",
             query_params={"runs": ",".join(map(str, pair))},
         )
+
+
+def log_name(run_id: int) -> str:
+    """The file name a run's downloaded log gets."""
+    return f"run-{run_id}.jsonl"
+
+
+def replay_section(url: str, run: dict[str, Any]) -> None:
+    """Download buttons for the run (and its dense control) as the JSONL ``gapwatch
+    export`` writes, and the ``gapwatch replay`` command that reads them."""
+    rid = int(run["id"])
+    pair = data.pair_of(run, source.runs(url, int(run["sweep_id"])))
+    control = pair[1] if len(pair) > 1 else None
+    c1, c2, c3 = st.columns([1, 1, 3], vertical_alignment="center")
+    # the log is read from the store only when a button is pressed (a callable), and a
+    # press does not rerun the page
+    c1.download_button(
+        "Download run as JSONL", data=lambda: source.run_jsonl(url, rid),
+        file_name=log_name(rid), mime="application/x-ndjson", on_click="ignore",
+        key="download_run",
+    )  # fmt: skip
+    if control is not None:
+        c2.download_button(
+            "Download its dense control", data=lambda: source.run_jsonl(url, control),
+            file_name=log_name(control), mime="application/x-ndjson", on_click="ignore",
+            key="download_control",
+        )  # fmt: skip
+    c3.caption(
+        'One JSON object per step, `{"step": n, name: value, ...}`: the log '
+        "`gapwatch export` writes. Replay the stop rules over it anywhere:"
+    )
+    cmd = f"gapwatch replay {log_name(rid)}"
+    if control is not None:
+        cmd += f" --control {log_name(control)}"
+    st.code(cmd, language="bash")
 
 
 def decisions_section(url: str, run_id: int) -> None:
@@ -145,6 +180,7 @@ def body() -> None:
         return
     run = source.run(url, rid)
     header(url, run)
+    replay_section(url, run)
     tab_m, tab_d, tab_c = st.tabs(["metrics", "decisions", "config"])
     with tab_m:
         metrics_section(url, run)

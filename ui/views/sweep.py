@@ -1,13 +1,21 @@
 """Page 2: one sweep: its runs (filter, sort, pick to compare), the leaderboard of
-correction strategies across seeds with the dense control as baseline, the steps that
-early stopping saved, and every warning and stop the rules issued.
+correction strategies across seeds (mean and spread, the dense control as baseline),
+outcomes against each correction threshold the sweep varies, the steps that early
+stopping saved, and every warning and stop the rules issued.
+
+Built for sweeps of a thousand runs: everything derived from the store is computed once
+per query TTL (``ui.sweep_model``, cached) so a rerun only filters and draws; the runs
+table shows 200 rows a page (after filters and sort), in Streamlit's virtualised grid;
+the leaderboard's views and the chosen threshold's are one chart.
 
 URL: ``sweep`` (id), ``status``/``role``/``correction`` (comma lists), ``q`` (text),
-``sort`` (column), ``desc`` (1 = descending).
+``sort`` (column), ``desc`` (1 = descending), ``page`` (of the runs table), ``threshold`` (which varying threshold's
+views to show, e.g. ``topk(keep=0.05) + icepop: lo``; default the first).
 """
 
 from __future__ import annotations
 
+import math
 from datetime import datetime
 from typing import Any
 
@@ -15,14 +23,16 @@ import pandas as pd
 import streamlit as st
 
 from correction import names
-from ui import charts, data, nav, source
+from ui import data, nav, source
+from ui.sweep_model import GAP_POINTS, Model, chart, model
 
 RUN_COLUMNS = [
     "run", "status", "stop rule", "stop step", "steps used", "budget", "used/budget",
     "last score", "last gap", "open", "pair view", "role", "seed", "codec", "correction",
     "error",
 ]  # fmt: skip
-GAP_POINTS = 200  # points per run behind the leaderboard's mean gap (downsampled in SQL)
+FAILURES_SHOWN = 5  # failed runs whose error is spelled out above the table
+PAGE_ROWS = 200  # rows per page of the runs table (sorting and filters apply to all runs)
 
 
 def pick_sweep(url: str, where: Any) -> dict[str, Any] | None:
@@ -74,25 +84,34 @@ def filters(table: pd.DataFrame) -> pd.DataFrame:
     return data.sort_runs(out, None if col == "(none)" else col, descending=desc)
 
 
-def runs_section(url: str, run_rows: list[dict[str, Any]], table: pd.DataFrame) -> None:
+def page_of(table: pd.DataFrame) -> tuple[pd.DataFrame, str]:
+    """The page of ``table`` the URL asks for (``page``, PAGE_ROWS rows each), and what it
+    shows; a page past the end is reported and the first shown."""
+    pages = max(1, math.ceil(len(table) / PAGE_ROWS))
+    if pages == 1:
+        return table, ""
+    wanted = nav.qp_int("page") or 1
+    if not 1 <= wanted <= pages:
+        st.warning(f"ignoring URL parameter page={wanted}: the table has pages 1-{pages}")
+        wanted = 1
+    c1, c2 = st.columns([1, 5], vertical_alignment="bottom")
+    page = int(c1.number_input("page", min_value=1, max_value=pages, value=wanted, step=1))
+    nav.qp_set("page", None if page == 1 else page)
+    lo, hi = (page - 1) * PAGE_ROWS, min(page * PAGE_ROWS, len(table))
+    c2.caption(f"of {pages}: rows {lo + 1}-{hi} of {len(table)}")
+    return table.iloc[lo:hi], f"page {page}: "
+
+
+def runs_section(m: Model) -> None:
     st.subheader("Runs")
-    shown = filters(table)
-    by_id = {int(r["id"]): r for r in run_rows}
-    shown = shown.assign(
-        open=[f"run?run={i}" for i in shown["id"]],
-        **{
-            "pair view": [
-                "compare?runs=" + ",".join(str(x) for x in data.pair_of(by_id[int(i)], run_rows))
-                for i in shown["id"]
-            ]
-        },
-    )
+    matching = filters(m.table)
+    shown, where = page_of(matching)
     picked = st.dataframe(
         shown,
         hide_index=True,
         on_select="rerun",
         selection_mode="multi-row",
-        key="runs_table",
+        key=f"runs_table_{where}",
         column_order=RUN_COLUMNS,
         column_config={
             "id": st.column_config.NumberColumn("id", width="small"),
@@ -106,78 +125,107 @@ def runs_section(url: str, run_rows: list[dict[str, Any]], table: pd.DataFrame) 
         },
     )
     rows = list(picked.selection.rows) if picked is not None else []
-    ids = [int(shown.iloc[i]["id"]) for i in rows]
+    ids = [int(shown.iloc[i]["id"]) for i in rows if i < len(shown)]
     c1, c2 = st.columns([1, 3])
-    if c1.button("Compare selected", disabled=not ids, type="primary"):
+    too_many = len(ids) > data.MAX_COMPARE
+    if c1.button("Compare selected", disabled=not ids or too_many, type="primary"):
         st.switch_page(nav.COMPARE, query_params={"runs": ",".join(map(str, ids))})
-    c2.caption(
-        f"{len(shown)} of {len(table)} runs shown. Select rows to compare them, "
-        "or follow a row's pair link (a treatment with its dense control)."
-    )
-    for r in run_rows:
-        if r.get("status") == "failed":
-            st.error(f"{data.run_label(r)} failed: {r.get('error') or 'no error text stored'}")
+    if too_many:
+        c2.warning(f"{len(ids)} runs selected: compare draws at most {data.MAX_COMPARE} at once")
+    else:
+        c2.caption(
+            f"{where}{len(shown)} of {len(matching)} matching runs shown ({len(m.table)} in "
+            f"the sweep). Select rows to compare them (at most {data.MAX_COMPARE}), or follow "
+            "a row's pair link (a treatment with its dense control)."
+        )
+    for line in m.failed[:FAILURES_SHOWN]:
+        st.error(line)
+    if len(m.failed) > FAILURES_SHOWN:
+        st.caption(
+            f"and {len(m.failed) - FAILURES_SHOWN} more failed runs: filter the table by "
+            "status failed for their errors"
+        )
 
 
-def leaderboard_section(url: str, run_rows: list[dict[str, Any]], table: pd.DataFrame) -> None:
+def leaderboard_section(m: Model) -> None:
     st.subheader("Leaderboard of correction strategies")
-    ids = tuple(int(r["id"]) for r in run_rows)
-    gaps = source.series(url, ids, (names.PROBS_DIFF_MEAN,), GAP_POINTS, ())
-    mean_gap = gaps.groupby("run_id")["value"].mean().to_dict() if not gaps.empty else {}
-    board = data.leaderboard(table, mean_gap)
-    outcome = pd.DataFrame(
-        {
-            "run": table["run"],
-            "strategy": [data.strategy_of(r) for r in run_rows],
-            "status": table["status"],
-            "score": table["last score"],
-            "gap": [mean_gap.get(int(i)) for i in table["id"]],
-        }
-    )
     st.dataframe(
-        board,
+        m.ranked,
         hide_index=True,
         column_config={
+            "rank": st.column_config.NumberColumn(
+                "rank", help="1 + strategies whose worst run beats this one's best run"
+            ),
+            "final score": st.column_config.NumberColumn(
+                "final score", format="%.3f", help="mean over the runs"
+            ),
+            "score min": st.column_config.NumberColumn(format="%.3f"),
+            "score max": st.column_config.NumberColumn(format="%.3f"),
+            "overlaps with": st.column_config.TextColumn(
+                help="strategies whose score range (min-max over runs) overlaps this one's: "
+                "their difference is within seed noise"
+            ),
             "steps survived": st.column_config.NumberColumn(format="%.1f"),
-            "final score": st.column_config.NumberColumn(format="%.3f"),
+            "steps min": st.column_config.NumberColumn(format="%d"),
+            "steps max": st.column_config.NumberColumn(format="%d"),
             "score vs control": st.column_config.NumberColumn(format="%+.3f"),
             "mean gap": st.column_config.NumberColumn(format="%.4f"),
             "gap vs control": st.column_config.NumberColumn(format="%.1fx"),
         },
     )
     st.caption(
-        "Per strategy across seeds: collapsed = stopped or failed runs; steps survived = "
-        "stop step, else the last stored step; final score = last `critic/score/mean`; "
-        f"mean gap = mean `{names.PROBS_DIFF_MEAN}` over the run "
-        f"(at most {GAP_POINTS} points per run, downsampled in the database)."
+        "Per strategy over its runs (one per seed): collapsed = stopped or failed; final "
+        "score = last `critic/score/mean`, its mean and its min-max; steps survived = stop "
+        "step, else the last stored step. Ranked by final score only where ranges do not "
+        "overlap: strategies whose min-max ranges overlap share a rank (`overlaps with` "
+        "names them), since their difference is within seed noise. Mean gap = mean "
+        f"`{names.PROBS_DIFF_MEAN}` over the run (at most {GAP_POINTS} points per run, "
+        "downsampled in the database)."
     )
-    if outcome.dropna(subset=["score", "gap"]).empty:
-        st.caption("No run has both a final score and a gap yet.")
-    else:
-        st.vega_lite_chart(charts.outcome_chart(outcome), width="stretch")
+    threshold = pick_threshold(m)
+    st.vega_lite_chart(chart(m, threshold), width="content")
+    for note in m.threshold_notes:
+        st.caption(note)
 
 
-def decisions_section(url: str, sweep_id: int, run_rows: list[dict[str, Any]]) -> None:
-    decs = [d for d in source.decisions(url, None, sweep_id) if d.get("action") != "continue"]
+def pick_threshold(m: Model) -> str | None:
+    """The varying threshold whose views the chart adds (URL ``threshold``), or None."""
+    if not m.threshold_views:
+        st.caption(
+            "Each strategy's runs (ticks), their min-max (line) and mean (diamond); final "
+            "score against mean gap per run. No correction's threshold varies across this "
+            "sweep's runs: sweep one (for example `correction: [{name: tis, C: [1.5, 2, "
+            "4]}]`) to see the outcome as a function of the threshold."
+        )
+        return None
+    options = list(m.threshold_views)
+    wanted = nav.qp_str("threshold")
+    if wanted and wanted not in options:
+        st.warning(f"no threshold {wanted!r} varies in this sweep; showing {options[0]!r}")
+    chosen = st.segmented_control(
+        "outcome by threshold", options, default=wanted if wanted in options else options[0],
+        key="threshold", help="each correction whose threshold varies across the runs",
+    )  # fmt: skip
+    chosen = chosen or options[0]
+    nav.qp_set("threshold", None if chosen == options[0] else chosen)
+    st.caption(
+        "First row: each strategy's runs (ticks), their min-max (line) and mean (diamond); "
+        "final score against mean gap per run. Second row, against the chosen threshold's "
+        "value read from each run's stored config (`correction_kwargs`): steps survived "
+        "and final score, one point per run coloured by seed and shaped by how it ended, "
+        "the line through the seed means, the dense control's mean dashed; and how many "
+        "runs ended each way. Log axis where the values span a decade."
+    )
+    return str(chosen)
+
+
+def decisions_section(m: Model) -> None:
     st.subheader("Warnings and stops")
-    if not decs:
+    if m.decisions.empty:
         st.caption("No rule has warned about or stopped a run of this sweep.")
         return
-    labels = {int(r["id"]): data.run_label(r) for r in run_rows}
-    frame = pd.DataFrame(
-        [
-            {
-                "run": labels.get(int(d["run_id"]), f"#{d['run_id']}"),
-                "step": d["step"],
-                "rule": d["rule"],
-                "action": d["action"],
-                "open": f"run?run={d['run_id']}",
-            }
-            for d in decs
-        ]
-    )
     st.dataframe(
-        frame,
+        m.decisions,
         hide_index=True,
         column_config={"open": st.column_config.LinkColumn("run page", display_text="open")},
     )
@@ -190,31 +238,28 @@ def body() -> None:
     sweep = pick_sweep(url, picker)
     if sweep is None:
         return
-    sweep_id = int(sweep["id"])
-    run_rows = source.runs(url, sweep_id)
     head.title(f"Sweep {sweep['name']}")
     created = sweep.get("created")
     when = f"{created:%Y-%m-%d %H:%M UTC}" if isinstance(created, datetime) else created
     st.caption(f"status **{sweep.get('status')}** · created {when}")
-    if not run_rows:
+    m = model(url, int(sweep["id"]))
+    if m is None:
         st.info("This sweep has no run recorded yet.")
         return
-    ids = tuple(int(r["id"]) for r in run_rows)
-    latest = source.latest(url, ids, (data.LAST_SCORE, data.LAST_GAP))
-    table = data.runs_table(run_rows, latest)
-    m = st.columns(5)
-    m[0].metric("runs", len(table))
-    m[1].metric("running", int((table["status"] == "running").sum()))
-    m[2].metric("stopped", int((table["status"] == "stopped").sum()))
-    m[3].metric("failed", int((table["status"] == "failed").sum()))
-    m[4].metric(
+    table = m.table
+    cols = st.columns(5)
+    cols[0].metric("runs", len(table))
+    cols[1].metric("running", int((table["status"] == "running").sum()))
+    cols[2].metric("stopped", int((table["status"] == "stopped").sum()))
+    cols[3].metric("failed", int((table["status"] == "failed").sum()))
+    cols[4].metric(
         "steps saved by early stopping",
         data.steps_saved(table),
         help="Sum over stopped runs of (step budget - stop step).",
     )
-    runs_section(url, run_rows, table)
-    leaderboard_section(url, run_rows, table)
-    decisions_section(url, sweep_id, run_rows)
+    runs_section(m)
+    leaderboard_section(m)
+    decisions_section(m)
 
 
 def live() -> bool:

@@ -1,6 +1,6 @@
 """Screenshot the pair page (a stopped treatment next to its dense control) of any store.
 
-    python -m ui.screenshot --db sqlite:///gapwatch.db --out docs/img/pair.png [--runs 2,1]
+    python -m tools.screenshot --db sqlite:///gapwatch.db --out docs/img/pair.png [--runs 2,1]
         [--query log=1]
 
 Without ``--runs`` it picks the first stopped treatment and its control (else the first
@@ -16,12 +16,12 @@ import time
 from pathlib import Path
 from typing import Any
 
+from tools.browser import VIEWPORT, BrowserError, chromium, load
 from ui import data
-from ui.browser import VIEWPORT, BrowserError, chromium, load
-from ui.launch import check, resolve, running_server
-from ui.locate import UIError
+from ui.launch import check, running_server
+from ui.locate import UIError, resolve
 
-PAIR_CHARTS = 8  # six figures and two ECDFs
+PAIR_VIEWS = 8  # six figures and two ECDFs, in one chart
 _HEIGHT_JS = """() => {
   const m = document.querySelector('[data-testid="stMain"]');
   return Math.max(m ? m.scrollHeight : 0, document.body.scrollHeight) + 40;
@@ -61,7 +61,7 @@ def shoot(
     query = "compare?runs=" + ",".join(map(str, ids)) + (f"&{extra}" if extra else "")
     with running_server(db_url) as srv, chromium() as browser:
         page = browser.new_page(viewport=VIEWPORT)
-        load(page, f"{srv.url}/{query}", charts=PAIR_CHARTS, timeout_s=60)
+        load(page, f"{srv.url}/{query}", charts=1, views=PAIR_VIEWS, timeout_s=60)
         # Streamlit scrolls inside its main block, so grow the viewport to the content
         height = int(page.evaluate(_HEIGHT_JS))
         page.set_viewport_size({"width": VIEWPORT["width"], "height": min(height, 6000)})
