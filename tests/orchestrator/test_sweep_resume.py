@@ -93,10 +93,15 @@ def test_resume_after_sigkill_has_no_duplicate_or_missing_step(tmp_path: Path) -
     finished_before = {k for k, r in before.items() if r.status == "completed"}
     assert finished_before and len(finished_before) < 3
     assert before[next(iter(finished_before))].ended is not None
-    (taken_up,) = [r for r in before.values() if r.status == "running" and r.checkpoint_step]
-    at = int(taken_up.checkpoint_step or 0)
-    kept = [h for h in st.history(taken_up.id) if h["step"] <= at]
-    assert [h["step"] for h in kept] == list(range(1, at + 1))
+    # Between the last look and the kill another trial may have saved a checkpoint too:
+    # every checkpointed trial must go on from its own checkpoint
+    taken_up = [r for r in before.values() if r.status == "running" and r.checkpoint_step]
+    assert taken_up
+    kept = {}
+    for r in taken_up:
+        at = int(r.checkpoint_step or 0)
+        kept[r.trial_id] = [h for h in st.history(r.id) if h["step"] <= at]
+        assert [h["step"] for h in kept[r.trial_id]] == list(range(1, at + 1)), r.trial_id
 
     second = _sweep(cfg, url, tmp_path, "--resume")
     try:
@@ -121,18 +126,19 @@ def test_resume_after_sigkill_has_no_duplicate_or_missing_step(tmp_path: Path) -
         assert after[key].ended == before[key].ended, key
     # The checkpointed trial went on from its checkpoint: its steps up to it were kept as
     # they were, and every step equals an uninterrupted run of the same config
-    hist = st.history(taken_up.id)
-    assert hist[:at] == kept
     from workers import RunConfig
     from workers.loop import GRPORun
 
     timing = ("perf/step_time_s", "perf/tokens_per_s")
-    stored = dict(after[taken_up.trial_id].config)
-    assert stored.pop("placement")["pid"] > 0  # where it ran, beside the run's settings
-    whole = list(GRPORun(RunConfig.from_dict(stored)).steps())
-    for h, res in zip(hist, whole, strict=True):
-        want = {k: v for k, v in res.metrics.items() if k not in timing}
-        got = {k: v for k, v in h.items() if k not in (*timing, "step")}
-        assert got == pytest.approx(want, rel=1e-6, abs=1e-9), h["step"]
+    for r in taken_up:
+        hist = st.history(r.id)
+        assert hist[: len(kept[r.trial_id])] == kept[r.trial_id], r.trial_id
+        stored = dict(after[r.trial_id].config)
+        assert stored.pop("placement")["pid"] > 0  # where it ran, beside the run's settings
+        whole = list(GRPORun(RunConfig.from_dict(stored)).steps())
+        for h, res in zip(hist, whole, strict=True):
+            want = {k: v for k, v in res.metrics.items() if k not in timing}
+            got = {k: v for k, v in h.items() if k not in (*timing, "step")}
+            assert got == pytest.approx(want, rel=1e-6, abs=1e-9), (r.trial_id, h["step"])
     sweep = [s for s in st.sweeps() if s.name == "resumable"][0]
     assert sweep.status == "completed"
