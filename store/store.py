@@ -468,6 +468,25 @@ class Store:
             lambda c: [str(r[0]) for r in c.execute(reads.RUN_METRIC_NAMES_SQL, {"run_id": run_id})]
         )
 
+    def non_finite(self, run_id: int) -> dict[str, dict[str, int]]:
+        """Per metric name, how many of the run's stored values were not finite, by kind
+        (``{"critic/score/mean": {"nan": 2, "inf": 1}}``); names with none are absent."""
+
+        def go(conn: Connection) -> dict[str, dict[str, int]]:
+            q = (
+                select(MetricName.name, Metric.flag, func.count())
+                .join(MetricName, MetricName.id == Metric.name_id)
+                .where(Metric.run_id == run_id, Metric.flag.is_not(None))
+                .group_by(MetricName.name, Metric.flag)
+                .order_by(MetricName.name)
+            )
+            out: dict[str, dict[str, int]] = {}
+            for name, flag, n in conn.execute(q):
+                out.setdefault(str(name), {})[str(flag)] = int(n)
+            return out
+
+        return self._read(go)
+
     def series(
         self, run_ids: Sequence[int], names: Sequence[str], max_points: int = 500
     ) -> list[Point]:

@@ -129,9 +129,12 @@ def test_non_finite_values_round_trip_flagged(st: Store, make_run: Callable[...,
     assert st.latest([rid], ["a", "b", "c"]) == {rid: {"a": None, "b": None, "c": 7.0}}
     h1 = st.history(rid)[0]
     assert math.isnan(h1["a"]) and h1["b"] == math.inf and h1["c"] == -math.inf
+    assert st.non_finite(rid) == {"a": {"nan": 2}, "b": {"inf": 2}, "c": {"-inf": 1}}
     # overwriting a flagged value with a finite one clears the flag
     st.write_steps(rid, [(1, {"a": 2.5}, {})])
     assert st.series([rid], ["a"])[0] == Point(rid, "a", 1, 2.5, None)
+    assert st.non_finite(rid)["a"] == {"nan": 1}
+    assert st.non_finite(make_run("t1")) == {}
 
 
 @pytest.mark.parametrize(
