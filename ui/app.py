@@ -26,8 +26,8 @@ try:
     url = source.db_url()
     source.check_database(url)
 except source.UIError as exc:
-    st.error(str(exc))
+    st.error(nav.plain(exc))
     st.stop()
 
 page.run()
-st.caption(f"store: `{source.display_url(url)}` (read-only)")
+st.caption(f"store: {nav.plain(source.display_url(url))} (read-only)")

@@ -300,13 +300,14 @@ def nearest_step(steps: Sequence[int], wanted: int) -> int | None:
 
 
 def parse_int_list(text: str | None) -> list[int]:
-    """``"3,1,2"`` -> ``[3, 1, 2]``; blanks and non-integers are dropped (URLs get edited)."""
+    """``"3,1,2"`` -> ``[3, 1, 2]``; blanks and anything but plain ASCII integers (``²``,
+    ``1e3``, 19+ digits) are dropped (URLs get edited)."""
     if not text:
         return []
     out = []
     for part in text.split(","):
         part = part.strip()
-        if part.lstrip("-").isdigit():
+        if part.isascii() and part.lstrip("-").isdigit() and len(part) <= 18:
             out.append(int(part))
     return out
 

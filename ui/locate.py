@@ -17,7 +17,7 @@ from pathlib import Path
 from sqlalchemy.engine import URL
 
 from store import StoreError
-from store.engine import display, resolve_url
+from store.engine import display, mask, resolve_url
 from store.engine import sqlite_path as _sqlite_file
 
 ENV_URL = "GAPWATCH_UI_DB_URL"
@@ -77,11 +77,12 @@ def db_url() -> str:
 
 
 def display_url(url: str) -> str:
-    """``url`` with any password masked, for showing in the page (as given if unparsable)."""
+    """``url`` with any password masked, for showing in the page or the terminal (masked
+    as text where it does not parse)."""
     try:
         return display(resolve_url(url))
     except StoreError:
-        return url
+        return mask(url)
 
 
 def sqlite_path(url: str) -> Path | None:

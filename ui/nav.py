@@ -8,6 +8,7 @@ address bar always holds a link that reproduces the view. Pages are files under
 
 from __future__ import annotations
 
+import re
 import traceback
 from collections.abc import Callable, Iterable
 from datetime import timedelta
@@ -23,22 +24,53 @@ COMPARE = "views/compare.py"
 RUN = "views/run.py"
 
 
+_MARKDOWN = re.compile(r"""([\\`*_{}\[\]()<>#+\-.!|~:$&=^"'@%])""")
+"""Every ASCII character that Streamlit's markdown (CommonMark, GFM autolinks, HTML, LaTeX
+between ``$``, ``:emoji:`` and ``:color[...]`` directives) may read as syntax."""
+
+
+_AUTOLINK = re.compile(r"(?i)(?<=:)(?=//)|(?<=www)(?=\.)|(?=@)")
+"""Where GFM would start an auto-link in text (``http://``, ``www.``, ``a@b.c``): escaping
+does not stop it, since it matches the text after escapes are read."""
+_BREAK = "\u2060"  # WORD JOINER: invisible, not a space, breaks the auto-link match
+
+
+def plain(value: object) -> str:
+    """``value`` as literal text inside Streamlit markdown (titles, captions, warnings,
+    errors, link and expander labels): each syntax character is backslash-escaped and an
+    invisible word joiner is put inside ``://``, ``www.`` and before ``@``, so a stored or
+    URL-supplied string shows as typed and never becomes a link (explicit or auto-linked),
+    an image or formatting. Not for code spans (backslashes show there)."""
+    return _MARKDOWN.sub(r"\\\1", _AUTOLINK.sub(_BREAK, str(value)))
+
+
 def qp_str(key: str, default: str = "") -> str:
     """The URL parameter ``key`` (the last one if repeated), or ``default``."""
     value = st.query_params.get(key)
     return default if value is None else str(value)
 
 
-def qp_int(key: str) -> int | None:
-    """The URL parameter ``key`` as an int; a non-integer is reported and ignored."""
+_INT = re.compile(r"-?[0-9]{1,18}")
+
+
+def qp_int(key: str, lo: int | None = None, hi: int | None = None) -> int | None:
+    """The URL parameter ``key`` as an int within [``lo``, ``hi``]: anything but plain
+    ASCII digits (at most 18) is reported and ignored, a value out of range is clamped;
+    each with one warning."""
     raw = st.query_params.get(key)
     if raw is None or raw == "":
         return None
-    try:
-        return int(raw)
-    except ValueError:
-        st.warning(f"ignoring URL parameter {key}={raw!r}: it must be an integer")
+    if not _INT.fullmatch(str(raw)):
+        st.warning(f"ignoring URL parameter {plain(key)}={plain(repr(raw))}: not an integer")
         return None
+    value = int(raw)
+    clamped = min(max(value, lo if lo is not None else value), hi if hi is not None else value)
+    if clamped != value:
+        st.warning(
+            f"URL parameter {plain(key)}={value} is out of range "
+            f"({lo if lo is not None else ''}..{hi if hi is not None else ''}); using {clamped}"
+        )
+    return clamped
 
 
 def qp_list(key: str) -> list[str]:
@@ -73,16 +105,16 @@ def qp_set(key: str, value: str | int | bool | Iterable[str | int] | None) -> No
 def show_error(exc: BaseException) -> None:
     """One clear line for a problem the user can fix; details folded away for a bug."""
     if isinstance(exc, UIError | ValueError):
-        st.error(str(exc))
+        st.error(plain(exc))
         return
     if isinstance(exc, SQLAlchemyError):
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        st.error(f"the store could not be read ({first}); check the database and reload")
+        st.error(f"the store could not be read ({plain(first)}); check the database and reload")
         return
     if type(exc).__name__ == "StoreError":
-        st.error(str(exc))
+        st.error(plain(exc))
         return
-    st.error(f"this page failed: {type(exc).__name__}: {exc}")
+    st.error(f"this page failed: {type(exc).__name__}: {plain(exc)}")
     with st.expander("details"):
         st.code("".join(traceback.format_exception(exc)))
 

@@ -97,6 +97,12 @@ def latest(url: str, run_ids: tuple[int, ...], names: tuple[str, ...]) -> dict[i
 
 
 @st.cache_data(ttl=TTL_S, show_spinner=False)
+def non_finite(url: str, run_id: int) -> dict[str, dict[str, int]]:
+    """Per metric, the run's stored non-finite values by kind (``Store.non_finite``)."""
+    return dict(_store(url).non_finite(run_id))
+
+
+@st.cache_data(ttl=TTL_S, show_spinner=False)
 def metric_names(url: str, run_id: int) -> list[str]:
     return list(_store(url).metric_names(run_id))
 

@@ -390,3 +390,73 @@ def test_run_page_download_replays(server: Server, filled: Any, page: Any, tmp_p
     assert done.returncode == 0, done.stderr[-2000:]
     result = json.loads(done.stdout)
     assert result, done.stdout
+
+
+# --- hostile strings: nothing stored or put in a URL makes a viewer's browser fetch ------
+
+
+def test_hostile_strings_fetch_nothing_and_link_nowhere(browser: Any, tmp_path: Path) -> None:
+    """A sweep name, run labels, a stored error and URL parameters carrying markdown and
+    HTML that point at a planted host (a real local HTTP server) are shown as text: the
+    planted host gets no request, and no link or image on any page points at it."""
+    import threading
+    import urllib.parse
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from store import open_store
+
+    hits: list[str] = []
+
+    class Planted(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 (the http.server API)
+            hits.append(self.path)
+            self.send_response(200)
+            self.end_headers()
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    planted = ThreadingHTTPServer(("127.0.0.1", 0), Planted)
+    threading.Thread(target=planted.serve_forever, daemon=True).start()
+    host = f"127.0.0.1:{planted.server_address[1]}"
+    bad = (
+        f"![x](http://{host}/q.png) [phish](http://{host}/login) "
+        f'<img src="http://{host}/i.png"> <a href="http://{host}/a">a</a> :red[r]'
+    )
+    url = f"sqlite:///{tmp_path}/hostile.db"
+    with open_store(url) as st:
+        sid = st.ensure_sweep(f"sweep {bad}", "name: x\n")
+        rid = st.ensure_run(sid, "t", role="treatment", pair_key="p", seed=0,
+                            compression=bad, correction=bad, config={})  # fmt: skip
+        st.write_steps(rid, [(1, {"critic/score/mean": 0.1}, {})])
+        st.set_run_status(rid, "failed", error=f"RuntimeError: {bad}")
+    q = urllib.parse.quote(bad)
+    seen: list[str] = []
+    page = browser.new_page(viewport=VIEWPORT)
+    page.on("request", lambda r: seen.append(r.url))
+    try:
+        with running_server(url, log_path=tmp_path / "streamlit.log") as srv:
+            for path, tables in [
+                ("/", 1),
+                (f"/sweep?sweep={sid}&threshold={q}", 1),
+                (f"/sweep?sweep={q}", 0),
+                (f"/run?run={rid}", 0),
+                (f"/compare?runs={rid}&points={q}", 0),
+            ]:
+                load(page, srv.url + path, tables=tables)
+                page.wait_for_timeout(500)  # let any image or prefetch start
+                pointing = page.locator(f"a[href*='{host}'], img[src*='{host}']").count()
+                assert pointing == 0, (
+                    path,
+                    page.eval_on_selector_all(
+                        f"a[href*='{host}'], img[src*='{host}']",
+                        "es => es.map(e => e.outerHTML.slice(0, 300))",
+                    ),
+                )
+            text = body_text(page)
+    finally:
+        page.close()
+        planted.shutdown()
+    assert "[phish](" in text or "phish" in text  # shown, as text
+    assert not [u for u in seen if host in u], seen
+    assert hits == []

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 from typing import Any
@@ -40,13 +41,23 @@ def render(
     return at
 
 
+_ESCAPED = re.compile(r"\\([!-/:-@\[-`{-~])")
+
+
+def shown(markdown: str) -> str:
+    """What a markdown string shows: its backslash escapes read as their characters, the
+    invisible word joiners (nav.plain's auto-link breaks) dropped."""
+    return _ESCAPED.sub(r"\1", markdown).replace("\u2060", "")
+
+
 def texts(at: AppTest) -> str:
-    """All text the page shows: markdown, captions, alerts, titles, expander labels."""
+    """All text the page shows: markdown, captions, alerts, titles, expander labels, with
+    markdown's backslash escapes read as the characters they show (``ui.nav.plain``)."""
     parts: list[str] = []
     for kind in ("markdown", "caption", "error", "warning", "info", "title", "subheader"):
         parts += [str(e.value) for e in getattr(at, kind)]
     parts += [str(e.label) for e in at.expander]
-    return "\n".join(parts)
+    return shown("\n".join(parts))
 
 
 def frames_text(at: AppTest) -> str:
@@ -220,7 +231,7 @@ def test_failed_run_page_says_why(monkeypatch: pytest.MonkeyPatch, filled: Fille
 def test_unknown_run_is_one_line(monkeypatch: pytest.MonkeyPatch, filled: Filled) -> None:
     at = render(monkeypatch, filled.url, "views/run.py", run=424242)
     no_exception(at)
-    assert [e.value for e in at.error] == [
+    assert [shown(e.value) for e in at.error] == [
         "run 424242 is not in the store; pick one from the sweep page"
     ]
 
@@ -239,7 +250,7 @@ def test_missing_database_is_one_clear_line(
 ) -> None:
     at = render(monkeypatch, missing_url)
     no_exception(at)
-    assert len(at.error) == 1 and "no store database at" in at.error[0].value
+    assert len(at.error) == 1 and "no store database at" in shown(at.error[0].value)
     assert not Path(missing_url.removeprefix("sqlite:///")).exists()  # nothing created
 
 
@@ -255,7 +266,7 @@ def test_database_vanishing_under_the_page(
     source.sweeps.clear()  # as the cache's TTL would expire
     at.run()
     no_exception(at)
-    assert any("no store database at" in e.value for e in at.error)
+    assert any("no store database at" in shown(e.value) for e in at.error)
 
 
 def test_in_memory_url_refused() -> None:
@@ -312,7 +323,7 @@ def test_missing_postgresql_database_is_one_line(
     url = filled_pg.url.rsplit("/", 1)[0] + "/gapwatch_no_such_db"
     at = render(monkeypatch, url)
     no_exception(at)
-    assert len(at.error) == 1 and "gapwatch_no_such_db" in at.error[0].value, at.error
+    assert len(at.error) == 1 and "gapwatch_no_such_db" in shown(at.error[0].value), at.error
 
 
 def test_run_without_steps_renders_everywhere(
@@ -346,7 +357,7 @@ def test_compare_refuses_too_many_runs_in_one_line(
     wanted = ",".join(map(str, ids))
     at = render(monkeypatch, thresholds.url, "views/compare.py", runs=wanted)
     no_exception(at)
-    assert [e.value for e in at.error] == [
+    assert [shown(e.value) for e in at.error] == [
         f"This link asks for {data.MAX_COMPARE + 1} runs; the compare page draws at most "
         f"{data.MAX_COMPARE} at once. Pick up to {data.MAX_COMPARE} below, or filter the "
         "sweep's runs table first."
@@ -430,7 +441,78 @@ def test_runs_table_pages_a_large_sweep(monkeypatch: pytest.MonkeyPatch, tmp_pat
     assert list(at.dataframe[0].value["id"]) == sorted(ids, reverse=True)[PAGE_ROWS:]
     at = render(monkeypatch, url, "views/sweep.py", sweep=1, page=9)
     no_exception(at)
-    assert [w.value for w in at.warning] == [
+    assert [shown(w.value) for w in at.warning] == [
         "ignoring URL parameter page=9: the table has pages 1-2"
     ]
     assert len(at.dataframe[0].value) == PAGE_ROWS
+
+
+def test_url_parameters_are_parsed_strictly_and_clamped(
+    monkeypatch: pytest.MonkeyPatch, filled: Filled
+) -> None:
+    pair = f"{filled.ids['t1_tis']},{filled.ids['c1']}"
+    at = render(monkeypatch, filled.url, "views/compare.py", runs=f"{pair},²", points=99999999)
+    no_exception(at)
+    t = texts(at)
+    assert "points=99999999 is out of range (20..20000); using 20000" in t
+    assert [e.value for e in at.multiselect][0] == [filled.ids["t1_tis"], filled.ids["c1"]]
+    assert charts(at) == 1
+    at = render(monkeypatch, filled.url, "views/run.py", run="1e3")
+    no_exception(at)
+    assert "ignoring URL parameter run='1e3': not an integer" in texts(at)
+    at = render(monkeypatch, filled.url, "views/sweep.py", sweep="9" * 40)
+    no_exception(at)
+    assert "not an integer" in texts(at)
+
+
+HOSTILE = "![x](http://198.51.100.7/q.png) [phish](http://198.51.100.7/login) <b>$x$</b> :red[r]"
+
+
+def test_stored_and_url_strings_render_as_text(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from store import open_store
+
+    url = f"sqlite:///{tmp_path}/hostile.db"
+    with open_store(url) as st:
+        sid = st.ensure_sweep(f"sweep {HOSTILE}", "name: x\n")
+        rid = st.ensure_run(sid, "t", role="treatment", pair_key="p", seed=0,
+                            compression=HOSTILE, correction=HOSTILE, config={})  # fmt: skip
+        st.write_steps(rid, [(1, {"critic/score/mean": 0.1}, {})])
+        st.set_run_status(rid, "failed", error=f"RuntimeError: {HOSTILE}")
+    pages = [
+        render(monkeypatch, url),
+        render(monkeypatch, url, "views/sweep.py", sweep=sid, threshold=HOSTILE),
+        render(monkeypatch, url, "views/run.py", run=rid),
+        render(monkeypatch, url, "views/compare.py", runs=rid),
+    ]
+    # the sweeps list shows names in a table (plain text by construction) and links
+    assert f"sweep {HOSTILE}" in list(pages[0].dataframe[0].value["name"])
+    for i, at in enumerate(pages):
+        no_exception(at)
+        raw = "\n".join(
+            str(e.value)
+            for kind in ("markdown", "caption", "error", "warning", "info", "title")
+            for e in getattr(at, kind)
+        )
+        # the strings are there, but every bracket, colon and tag escaped
+        assert i == 0 or "198.51.100.7" in shown(raw)
+        for syntax in ("](http", "![", "<b>", ":red[", "$x$"):
+            assert syntax not in raw, (syntax, raw)
+    assert f"this run failed: RuntimeError: {HOSTILE}" in texts(pages[2])
+
+
+def test_run_page_counts_non_finite_values(monkeypatch: pytest.MonkeyPatch, filled: Filled) -> None:
+    at = render(monkeypatch, filled.url, "views/run.py", run=filled.ids["t2_tis"])
+    no_exception(at)
+    t = texts(at)
+    assert "4 stored values are not finite (NaN or inf):" in t
+    assert "training/rollout_probs_diff_mean (2 nan)" in t
+    assert "rollout_corr/abs_log_ratio_mean (2 inf)" in t
+    table = at.dataframe[0].value
+    assert (
+        dict(zip(table["metric"], table["non-finite"], strict=True))[
+            "training/rollout_probs_diff_mean"
+        ]
+        == 2
+    )

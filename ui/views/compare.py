@@ -228,7 +228,7 @@ def body() -> None:
         "max points per line",
         min_value=20,
         max_value=20000,
-        value=nav.qp_int("points") or auto,
+        value=nav.qp_int("points", 20, 20000) or auto,
         step=100,
         help=f"default: {data.POINTS_PER_CHART:,} points per chart shared by its lines "
         f"({data.MIN_POINTS}-{data.MAX_POINTS} per line). Series are downsampled in the "
@@ -241,11 +241,15 @@ def body() -> None:
     chosen_steps = pick_ecdf_steps(c3, union)
     # one line of links (ten page_link widgets in columns cost the page ~0.2 s to draw)
     st.markdown(
-        "Run pages: " + " · ".join(f"[{data.run_label(r)}](run?run={r['id']})" for r in run_rows)
+        "Run pages: "
+        + " · ".join(f"[{nav.plain(data.run_label(r))}](run?run={int(r['id'])})" for r in run_rows)
     )
     for r in run_rows:
         if r.get("status") == "failed":
-            st.error(f"{data.run_label(r)} failed: {r.get('error') or 'no error text stored'}")
+            st.error(
+                f"{nav.plain(data.run_label(r))} failed: "
+                f"{nav.plain(r.get('error') or 'no error text stored')}"
+            )
     ids = tuple(int(r["id"]) for r in run_rows)
     chart, notes, bad = page_chart(url, ids, explicit, log, tuple(chosen_steps))
     if chart is None:
@@ -257,7 +261,7 @@ def body() -> None:
     )
     st.vega_lite_chart(chart, width="content")
     for note in notes:
-        st.caption(note)
+        st.caption(nav.plain(note))
     if not bad.empty:
         st.warning(
             f"{int(bad['count'].sum())} stored values are not finite (NaN or inf); they are "

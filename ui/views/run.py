@@ -21,24 +21,24 @@ CHART_POINTS = 1000
 
 
 def header(url: str, run: dict[str, Any]) -> None:
-    st.title(f"Run {data.run_label(run)}")
+    st.title(f"Run {nav.plain(data.run_label(run))}")
     budget = data.step_budget(run.get("config"))
     facts = [
-        f"role **{run.get('role')}**",
-        f"seed **{run.get('seed')}**",
-        f"codec **{run.get('compression')}**",
-        f"correction **{run.get('correction')}**",
-        f"status **{run.get('status')}**",
-        f"steps **{run.get('last_step')}**" + (f" of {budget}" if budget else ""),
+        f"role **{nav.plain(run.get('role'))}**",
+        f"seed **{nav.plain(run.get('seed'))}**",
+        f"codec **{nav.plain(run.get('compression'))}**",
+        f"correction **{nav.plain(run.get('correction'))}**",
+        f"status **{nav.plain(run.get('status'))}**",
+        f"steps **{nav.plain(run.get('last_step'))}**" + (f" of {budget}" if budget else ""),
     ]
     st.markdown(" · ".join(facts))
     if run.get("status") == "stopped":
         st.warning(
-            f"stopped at step {run.get('stop_step')} by rule **{run.get('stop_rule')}** "
+            f"stopped at step {run.get('stop_step')} by rule **{nav.plain(run.get('stop_rule'))}** "
             "(its evidence: the decisions tab)"
         )
     if run.get("status") == "failed":
-        st.error(f"this run failed: {run.get('error') or 'no error text stored'}")
+        st.error(f"this run failed: {nav.plain(run.get('error') or 'no error text stored')}")
     others = source.runs(url, int(run["sweep_id"]))
     pair = data.pair_of(run, others)
     c1, c2 = st.columns(2)
@@ -98,7 +98,7 @@ def decisions_section(url: str, run_id: int) -> None:
     for d in sorted(decs, key=lambda d: (int(d["step"]), str(d["rule"]))):
         icon = {"stop": "🛑", "warn": "⚠️"}.get(str(d.get("action")), "·")
         with st.expander(
-            f"{icon} step {d['step']}: {d['action']} by {d['rule']}",
+            f"{icon} step {d['step']}: {nav.plain(d['action'])} by {nav.plain(d['rule'])}",
             expanded=d.get("action") == "stop",
         ):
             st.json(d.get("evidence") or {})
@@ -116,6 +116,14 @@ def metrics_section(url: str, run: dict[str, Any]) -> None:
     )
     nav.qp_set("q", q)
     shown = [m for m in all_metrics if q.lower() in m.lower()] if q else all_metrics
+    bad = source.non_finite(url, rid)
+    if bad:
+        total = sum(n for kinds in bad.values() for n in kinds.values())
+        where = "; ".join(
+            f"{nav.plain(m)} ({', '.join(f'{n} {k}' for k, n in sorted(kinds.items()))})"
+            for m, kinds in bad.items()
+        )
+        st.warning(f"{total} stored values are not finite (NaN or inf): {where}")
     label = ((rid, data.run_label(run)),)
     trend = source.series(url, (rid,), tuple(shown), TREND_POINTS, label)
     latest = source.latest(url, (rid,), tuple(shown)).get(rid, {})
@@ -127,7 +135,7 @@ def metrics_section(url: str, run: dict[str, Any]) -> None:
                 "metric": m,
                 "latest": latest.get(m),
                 "trend": [None if pd.isna(v) else float(v) for v in s["value"]],
-                "non-finite": int(s["value"].isna().sum()),
+                "non-finite": sum(bad.get(m, {}).values()),
             }
         )
     st.dataframe(
@@ -137,7 +145,7 @@ def metrics_section(url: str, run: dict[str, Any]) -> None:
             "latest": st.column_config.NumberColumn(format="%.5g"),
             "trend": st.column_config.LineChartColumn("trend", width="medium"),
             "non-finite": st.column_config.NumberColumn(
-                help="NaN or inf values among the trend's points"
+                help="NaN or inf values stored for the metric (all steps)"
             ),
         },
     )
@@ -162,7 +170,7 @@ def metrics_section(url: str, run: dict[str, Any]) -> None:
         df = frame[frame["name"] == m]
         with grid[i % 2]:
             if df.dropna(subset=["value"]).empty:
-                st.caption(f"`{m}`: no finite value stored")
+                st.caption(f"{nav.plain(m)}: no finite value stored")
                 continue
             spec = charts.line_chart(
                 df, title=m, y_title=m.rsplit("/", 1)[-1], log=log, stops=stops

@@ -139,7 +139,7 @@ def runs_section(m: Model) -> None:
             "a row's pair link (a treatment with its dense control)."
         )
     for line in m.failed[:FAILURES_SHOWN]:
-        st.error(line)
+        st.error(nav.plain(line))
     if len(m.failed) > FAILURES_SHOWN:
         st.caption(
             f"and {len(m.failed) - FAILURES_SHOWN} more failed runs: filter the table by "
@@ -185,7 +185,7 @@ def leaderboard_section(m: Model) -> None:
     threshold = pick_threshold(m)
     st.vega_lite_chart(chart(m, threshold), width="content")
     for note in m.threshold_notes:
-        st.caption(note)
+        st.caption(nav.plain(note))
 
 
 def pick_threshold(m: Model) -> str | None:
@@ -201,7 +201,10 @@ def pick_threshold(m: Model) -> str | None:
     options = list(m.threshold_views)
     wanted = nav.qp_str("threshold")
     if wanted and wanted not in options:
-        st.warning(f"no threshold {wanted!r} varies in this sweep; showing {options[0]!r}")
+        st.warning(
+            f"no threshold {nav.plain(repr(wanted))} varies in this sweep; "
+            f"showing {nav.plain(repr(options[0]))}"
+        )
     chosen = st.segmented_control(
         "outcome by threshold", options, default=wanted if wanted in options else options[0],
         key="threshold", help="each correction whose threshold varies across the runs",
@@ -238,10 +241,10 @@ def body() -> None:
     sweep = pick_sweep(url, picker)
     if sweep is None:
         return
-    head.title(f"Sweep {sweep['name']}")
+    head.title(f"Sweep {nav.plain(sweep['name'])}")
     created = sweep.get("created")
     when = f"{created:%Y-%m-%d %H:%M UTC}" if isinstance(created, datetime) else created
-    st.caption(f"status **{sweep.get('status')}** · created {when}")
+    st.caption(f"status **{nav.plain(sweep.get('status'))}** · created {nav.plain(when)}")
     m = model(url, int(sweep["id"]))
     if m is None:
         st.info("This sweep has no run recorded yet.")

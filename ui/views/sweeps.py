@@ -43,7 +43,7 @@ def body() -> None:
     for _, s in table.head(50).iterrows():
         st.page_link(
             nav.SWEEP,
-            label=f"{s['name']} ({s['status']}, {s['runs']} runs)",
+            label=nav.plain(f"{s['name']} ({s['status']}, {s['runs']} runs)"),
             query_params={"sweep": str(s["id"])},
         )
 
