@@ -64,6 +64,7 @@ UI_NAMES = [
     names.RESPONSE_LENGTH_MEAN, names.RESPONSE_BUDGET,
     names.tail("text", "p95"), names.tail("post_tool", "p95"),
     names.ess("text"), names.ess("post_tool"),
+    *(names.by_turn(names.PROBS_DIFF_MEAN, b) for b in names.TURN_BUCKETS),
 ]  # fmt: skip
 OTHER_NAMES = [
     names.SCORE_STD, names.SCORE_MIN, names.SCORE_MAX, names.ZERO_ADV_FRAC,
@@ -253,8 +254,8 @@ def main() -> int:
     pages = [
         Page(f"sweep page ({len(ids)} runs: table, leaderboard, threshold views)",
              f"/sweep?sweep={sid}", 1, sweep_views, 3),
-        Page(f"{COMPARE_RUNS}-run compare (6 figures + 2 ECDFs in one chart)",
-             "/compare?runs=" + ",".join(map(str, ids[:COMPARE_RUNS])), 1, 8, 0),
+        Page(f"{COMPARE_RUNS}-run compare (6 figures + per-turn gap + 2 ECDFs in one chart)",
+             "/compare?runs=" + ",".join(map(str, ids[:COMPARE_RUNS])), 1, 9, 0),
         Page(f"sweeps page ({total_runs:,} runs in the store)", "/", 0, 0, 1),
         Page(f"sweep page ({len(many_ids):,} runs: table, leaderboard, threshold views)",
              f"/sweep?sweep={mid}", 1, sweep_views, 3),

@@ -369,6 +369,50 @@ def ecdf_chart(
     return spec
 
 
+def turn_chart(
+    df: pd.DataFrame,
+    *,
+    title: str,
+    y_title: str,
+    turns: Sequence[str],
+    log: bool = False,
+    color_domain: Sequence[str] | None = None,
+    width: int | None = None,
+) -> Spec:
+    """One line with points per run across interaction-index buckets (``turns`` in order):
+    which round of a multi-turn episode diverges most. ``df``: run, turn, gap, steps."""
+    data = df[df["gap"] > 0] if log else df
+    n_colors = len(color_domain) if color_domain is not None else data["run"].nunique()
+    y: dict[str, Any] = quant("gap", y_title)
+    if log:
+        y["scale"] = {"type": "log"}
+    spec: Spec = {
+        "title": view_title(title),
+        "height": HEIGHT,
+        "config": CONFIG,
+        "usermeta": USERMETA,
+        "mark": {"type": "line", "point": True, "strokeWidth": 1.6},
+        "encoding": {
+            "x": nominal(
+                "turn", "interaction (turn) index", sort=list(turns), axis={"labelAngle": 0}
+            ),
+            "y": y,
+            "color": color_enc("run", "run", n_colors, color_domain, LEGEND_TOP if width else None),
+            "tooltip": [
+                nominal("run"),
+                nominal("turn"),
+                quant("gap", y_title, format=".3g"),
+                quant("steps", "steps averaged"),
+            ],
+        },  # fmt: skip
+        "data": {"name": "turns"},
+        "datasets": named_datasets(turns=data[["run", "turn", "gap", "steps"]]),
+    }
+    if width is not None:
+        spec["width"] = width
+    return spec
+
+
 def _renamed(obj: Any, prefix: str) -> Any:
     """A view spec with its dataset and param names prefixed, so that several views can
     share one top-level spec without their names clashing."""

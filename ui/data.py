@@ -231,6 +231,22 @@ def series_frame(points: Iterable[Any], labels: Mapping[int, str]) -> pd.DataFra
     return df.sort_values(["run_id", "name", "step"], kind="stable").reset_index(drop=True)
 
 
+def turn_profile(df: pd.DataFrame, bucket_of: Mapping[str, str]) -> pd.DataFrame:
+    """Per run and interaction-index bucket, the mean of a per-turn gap over the run's
+    steps: columns run, turn, gap, steps (how many steps had tokens in that bucket).
+
+    ``df`` is a series frame; ``bucket_of`` maps each per-turn metric name to its bucket
+    label (``"1"`` .. ``"5+"``). Non-finite values are left out of the mean."""
+    rows = df[df["name"].isin(list(bucket_of))].dropna(subset=["value"])
+    if rows.empty:
+        return pd.DataFrame(columns=["run", "turn", "gap", "steps"])
+    rows = rows.assign(turn=rows["name"].map(bucket_of))
+    out = rows.groupby(["run", "turn"], sort=False)["value"].agg(["mean", "count"])
+    out = out.reset_index().rename(columns={"mean": "gap", "count": "steps"})
+    order = {b: i for i, b in enumerate(bucket_of.values())}
+    return out.sort_values(["run", "turn"], key=lambda c: c.map(order) if c.name == "turn" else c)
+
+
 def non_finite_summary(df: pd.DataFrame) -> pd.DataFrame:
     """Per run and metric: how many stored values were not finite, and at which steps."""
     bad = df[df["value"].isna()]

@@ -62,6 +62,8 @@ def _metrics(
         names.ess("text"): 0.9,
         names.ess("post_tool"): max(0.05, 0.9 - tail_growth * step * 0.1),
     }
+    for i, b in enumerate(names.TURN_BUCKETS):  # later turns diverge more
+        m[names.by_turn(names.PROBS_DIFF_MEAN, b)] = gap * (1 + 0.5 * i)
     return m
 
 

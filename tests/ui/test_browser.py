@@ -92,7 +92,7 @@ def test_sweep_page(server: Server, filled: Any, page: Any, tmp_path: Path) -> N
 
 def test_pair_page(server: Server, filled: Any, page: Any, tmp_path: Path) -> None:
     pair = f"{filled.ids['t1_none']},{filled.ids['c1']}"
-    seconds = load(page, f"{server.url}/compare?runs={pair}", charts=1, views=8)
+    seconds = load(page, f"{server.url}/compare?runs={pair}", charts=1, views=9)
     text = body_text(page)
     assert "#2 q2/none s1" in text and "#1 dense control s1" in text
     joined = svg_text(page)
@@ -117,7 +117,7 @@ def test_pair_page_draws_every_line_in_view(
     from ui.views.compare import FIGURES
 
     pair = f"{filled.ids['t1_none']},{filled.ids['c1']}"
-    load(page, f"{server.url}/compare?runs={pair}&log={log}", charts=1, views=8)
+    load(page, f"{server.url}/compare?runs={pair}&log={log}", charts=1, views=9)
     page.screenshot(path=str(tmp_path / f"pair-log{log}.png"), full_page=True)
     charts = {c["title"]: c for c in line_geometry(page)}
     assert set(charts) >= {f.title for f in FIGURES}, sorted(charts)
@@ -134,7 +134,7 @@ def test_pair_page_draws_every_line_in_view(
 
 
 def test_pair_page_log_scale_from_url(server: Server, filled: Any, page: Any) -> None:
-    load(page, f"{server.url}/compare?runs={filled.ids['c1']}&log=1&ecdf=3,9", charts=1, views=8)
+    load(page, f"{server.url}/compare?runs={filled.ids['c1']}&log=1&ecdf=3,9", charts=1, views=9)
     toggle = page.locator("input[aria-label='log scale']")
     assert toggle.is_checked()
     assert "step 9" in svg_text(page)
@@ -153,7 +153,7 @@ def test_run_page(server: Server, filled: Any, page: Any, tmp_path: Path) -> Non
 def test_failed_and_nan_runs(server: Server, filled: Any, page: Any) -> None:
     load(page, f"{server.url}/run?run={filled.ids['t2_icepop']}", charts=2, tables=1)
     assert "this run failed: RuntimeError: worker died at step 3" in body_text(page)
-    load(page, f"{server.url}/compare?runs={filled.ids['t2_tis']}", charts=1, views=8)
+    load(page, f"{server.url}/compare?runs={filled.ids['t2_tis']}", charts=1, views=9)
     assert "not finite" in body_text(page)
 
 
@@ -339,7 +339,7 @@ def test_stop_labels_never_overlap(
     ids = ",".join(str(thresholds.ids[(k, 0)]) for k in keys)
     load(page, f"{t_server.url}/compare?runs={ids}", charts=1, views=6)
     page.screenshot(path=str(tmp_path / "stops.png"), full_page=True)
-    geo = line_geometry(page)
+    geo = [g for g in line_geometry(page) if "by turn" not in g["title"]]  # no step axis
     assert len(geo) == 6
     for g in geo:
         labels = g["stopLabels"]

@@ -171,3 +171,20 @@ def test_sweep_times() -> None:
         {"sweep_id": 2, "started": t[1], "ended": t[5]},
     ]
     assert data.sweep_times(runs) == {1: (t[0], t[4]), 2: (t[1], None)}
+
+
+def test_turn_profile_averages_each_bucket_over_steps_and_skips_non_finite() -> None:
+    t1, t5 = names.by_turn(names.PROBS_DIFF_MEAN, "1"), names.by_turn(names.PROBS_DIFF_MEAN, "5+")
+    pts = [
+        (1, t1, 1, 0.1, None), (1, t1, 2, 0.3, None), (1, t5, 1, float("nan"), "nan"),
+        (1, t5, 2, 0.6, None), (2, t1, 1, 0.05, None), (1, names.SCORE_MEAN, 1, 0.5, None),
+    ]  # fmt: skip
+    frame = data.series_frame(pts, {1: "a", 2: "b"})
+    prof = data.turn_profile(frame, {t1: "1", t5: "5+"})
+    got = {(r.run, r.turn): (r.gap, r.steps) for r in prof.itertuples()}
+    assert got == {
+        ("a", "1"): (pytest.approx(0.2), 2), ("a", "5+"): (pytest.approx(0.6), 1),
+        ("b", "1"): (pytest.approx(0.05), 1),
+    }  # fmt: skip
+    assert list(prof[prof["run"] == "a"]["turn"]) == ["1", "5+"]  # bucket order
+    assert data.turn_profile(frame, {}).empty

@@ -16,7 +16,7 @@ import ui
 from ui import data, source
 from ui.source import ENV_URL
 from ui.sweep_model import SPREAD_TITLE
-from ui.views.compare import ECDF_TITLE, FIGURES
+from ui.views.compare import ECDF_TITLE, FIGURES, TURN_TITLE
 
 STEPS = 12  # as tests/ui/conftest.py writes
 Filled = Any
@@ -156,13 +156,14 @@ def test_compare_pair_draws_every_figure_and_ecdfs(
     at = render(monkeypatch, filled.url, "views/compare.py", runs=pair)
     no_exception(at)
     assert at.multiselect(key="pick_runs").value == [filled.ids["t1_none"], filled.ids["c1"]]
-    # one chart: six figures + one ECDF view per slice
+    # one chart: six figures, the gap by turn, one ECDF view per slice
     assert charts(at) == 1
-    assert view_titles(at) == [f.title for f in FIGURES] + [
+    assert view_titles(at) == [f.title for f in FIGURES] + [TURN_TITLE] + [
         ECDF_TITLE.format(s) for s in ("text", "post_tool")
     ]
     specs = chart_data(at)
     assert "score_collapse" in specs  # the stop rule's label on the stop rule line
+    assert "interaction (turn) index" in specs and "5+" in specs  # the per-turn view
     assert "budget 64" in specs and "zero" in specs
     ecdf = at.multiselect(key="ecdf_steps").value
     assert ecdf == [1, 7, 12]  # first, middle, last of the steps either run stored
@@ -311,7 +312,7 @@ def test_pages_over_postgresql(monkeypatch: pytest.MonkeyPatch, filled_pg: Fille
     pair = f"{filled_pg.ids['t1_none']},{filled_pg.ids['c1']}"
     at = render(monkeypatch, filled_pg.url, "views/compare.py", runs=pair)
     no_exception(at)
-    assert len(view_titles(at)) == 8
+    assert len(view_titles(at)) == 9  # six figures, the gap by turn, two ECDFs
     at = render(monkeypatch, filled_pg.url, "views/run.py", run=filled_pg.ids["t1_none"])
     no_exception(at)
     assert "step 6: stop by score_collapse" in texts(at)

@@ -1,6 +1,7 @@
 """Page 3: a pair (a treatment and its dense control) or any picked runs, one view per
-figure with every run on one axis, stop steps marked with the rule's name, and ECDFs of
-|log-ratio| per slice at early, middle and late steps.
+figure with every run on one axis, stop steps marked with the rule's name, the gap by
+interaction (turn) index averaged over steps, and ECDFs of |log-ratio| per slice at
+early, middle and late steps.
 
 Every view goes into **one** chart (``ui.charts.concat``): one embed to compile and lay
 out instead of eight, the largest single saving in drawing this page (bench/ui_bench.py).
@@ -55,6 +56,9 @@ FIGURES: tuple[Figure, ...] = (
     Figure("ESS per slice", "ESS (fraction)", tuple((names.ess(s), s) for s in names.SLICES)),
 )
 ECDF_TITLE = "ECDF of |log-ratio|: {} tokens"
+TURN_TITLE = "Probability gap by turn (mean over steps)"
+TURN_NAMES = {names.by_turn(names.PROBS_DIFF_MEAN, b): b for b in names.TURN_BUCKETS}
+"""Per-turn gap metrics and their bucket labels (turn 1 .. the open-ended last bucket)."""
 
 
 def names_by_lines() -> dict[int, tuple[str, ...]]:
@@ -63,6 +67,7 @@ def names_by_lines() -> dict[int, tuple[str, ...]]:
     for f in FIGURES:
         out.setdefault(len(f.metrics), []).extend(m for m, _ in f.metrics)
     out[1].append(names.RESPONSE_BUDGET)
+    out[1].extend(TURN_NAMES)
     return {k: tuple(dict.fromkeys(v)) for k, v in out.items()}
 
 
@@ -147,6 +152,21 @@ def figure_spec(
     if use_log and (df["value"] <= 0).any():
         note = f"{fig.title}: values <= 0 are not drawn on the log axis"
     return spec, note
+
+
+def turn_spec(
+    frame: pd.DataFrame, log: bool, domain: list[str]
+) -> tuple[charts.Spec | None, str | None]:
+    """The per-turn gap view (which round of an episode diverges most), or a note when no
+    chosen run stored per-turn figures (e.g. a log from another trainer)."""
+    prof = data.turn_profile(frame, TURN_NAMES)
+    if prof.empty:
+        return None, f"{TURN_TITLE}: no chosen run has per-turn gap figures"
+    spec = charts.turn_chart(
+        prof, title=TURN_TITLE, y_title="mean |p_trainer - p_sampler|",
+        turns=names.TURN_BUCKETS, log=log, color_domain=domain, width=charts.WIDTH,
+    )  # fmt: skip
+    return spec, None
 
 
 def ecdf_steps(url: str, run_rows: list[dict[str, Any]]) -> dict[int, dict[str, list[int]]]:
@@ -286,6 +306,7 @@ def page_chart(
     domain = [data.run_label(r) for r in run_rows]
     stops = stops_of(run_rows)
     made = [figure_spec(fig, frame, stops, log, domain) for fig in FIGURES]
+    made.append(turn_spec(frame, log, domain))
     specs = [spec for spec, _ in made if spec is not None]
     notes = [note for _, note in made if note]
     if steps:
