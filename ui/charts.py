@@ -199,6 +199,17 @@ def view_title(text: str) -> Spec:
     return {"text": text, "offset": TITLE_PAD, "anchor": "start"}
 
 
+def view(title: str, width: int | None, body: Spec, **data: pd.DataFrame) -> Spec:
+    """One view: its title, height, the shared config, ``body`` (a ``mark`` with its
+    ``encoding`` and ``data``, or a ``layer`` list) and its named datasets; ``width``
+    None leaves the width to the container."""
+    spec: Spec = {"title": view_title(title), "height": HEIGHT, "config": CONFIG,
+                  "usermeta": USERMETA, **body, "datasets": named_datasets(**data)}  # fmt: skip
+    if width is not None:
+        spec["width"] = width
+    return spec
+
+
 def hover_frame(data: pd.DataFrame, max_steps: int = HOVER_STEPS) -> pd.DataFrame:
     """Step -> one column per line (named by ``key``), at most ``max_steps`` even steps.
 
@@ -316,17 +327,7 @@ def line_chart(
     s_layers, s_sets = _stops(stops, x_max, width or ASSUMED_WIDTH)
     layers += s_layers
     datasets.update(s_sets)
-    spec: Spec = {
-        "title": view_title(title),
-        "height": HEIGHT,
-        "config": CONFIG,
-        "usermeta": USERMETA,
-        "layer": layers,
-        "datasets": named_datasets(**datasets),
-    }
-    if width is not None:
-        spec["width"] = width
-    return spec
+    return view(title, width, {"layer": layers}, **datasets)
 
 
 def ecdf_chart(
@@ -343,11 +344,7 @@ def ecdf_chart(
     data = df[df["value"] > 0][["value", "cdf", "run", "step"]]
     steps = sorted(data["step"].unique(), key=lambda s: int(str(s).split()[-1]))
     n_colors = len(color_domain) if color_domain is not None else data["run"].nunique()
-    spec: Spec = {
-        "title": view_title(title),
-        "height": HEIGHT,
-        "config": CONFIG,
-        "usermeta": USERMETA,
+    body: Spec = {
         "mark": {"type": "line", "interpolate": "step-after", "strokeWidth": 1.6},
         "encoding": {
             "x": quant("value", "|log-ratio|", scale={"type": "log"}),
@@ -362,11 +359,8 @@ def ecdf_chart(
             ],
         },  # fmt: skip
         "data": {"name": "ecdf"},
-        "datasets": named_datasets(ecdf=data),
     }
-    if width is not None:
-        spec["width"] = width
-    return spec
+    return view(title, width, body, ecdf=data)
 
 
 def turn_chart(
@@ -386,11 +380,7 @@ def turn_chart(
     y: dict[str, Any] = quant("gap", y_title)
     if log:
         y["scale"] = {"type": "log"}
-    spec: Spec = {
-        "title": view_title(title),
-        "height": HEIGHT,
-        "config": CONFIG,
-        "usermeta": USERMETA,
+    body: Spec = {
         "mark": {"type": "line", "point": True, "strokeWidth": 1.6},
         "encoding": {
             "x": nominal(
@@ -406,11 +396,8 @@ def turn_chart(
             ],
         },  # fmt: skip
         "data": {"name": "turns"},
-        "datasets": named_datasets(turns=data[["run", "turn", "gap", "steps"]]),
     }
-    if width is not None:
-        spec["width"] = width
-    return spec
+    return view(title, width, body, turns=data[["run", "turn", "gap", "steps"]])
 
 
 def _renamed(obj: Any, prefix: str) -> Any:

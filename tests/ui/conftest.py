@@ -151,6 +151,18 @@ T_CONTROL = [0.20, 0.26, 0.31]
 """The dense control's final score per seed (it always runs to the end)."""
 
 
+def fill_hostile(url: str, bad: str) -> tuple[int, int]:
+    """A store whose sweep name, run labels and stored error all carry ``bad`` (markdown
+    or HTML an attacker planted): (sweep id, run id)."""
+    with open_store(url) as st:
+        sid = st.ensure_sweep(f"sweep {bad}", "name: x\n")
+        rid = st.ensure_run(sid, "t", role="treatment", pair_key="p", seed=0,
+                            compression=bad, correction=bad, config={})  # fmt: skip
+        st.write_steps(rid, [(1, {names.SCORE_MEAN: 0.1}, {})])
+        st.set_run_status(rid, "failed", error=f"RuntimeError: {bad}")
+    return sid, rid
+
+
 def label(name: str, kw: tuple[tuple[str, float], ...]) -> str:
     """A run's correction column as the sweep writes it, ``tis(C=2)``."""
     return f"{name}({', '.join(f'{k}={v:g}' for k, v in kw)})"
@@ -225,6 +237,12 @@ def empty_url(tmp_path_factory: pytest.TempPathFactory) -> str:
     url = f"sqlite:///{path}"
     open_store(url).close()
     return url
+
+
+@pytest.fixture(scope="session")
+def hostile() -> Any:
+    """:func:`fill_hostile` itself."""
+    return fill_hostile
 
 
 @pytest.fixture(scope="session")

@@ -395,15 +395,15 @@ def test_run_page_download_replays(server: Server, filled: Any, page: Any, tmp_p
 # --- hostile strings: nothing stored or put in a URL makes a viewer's browser fetch ------
 
 
-def test_hostile_strings_fetch_nothing_and_link_nowhere(browser: Any, tmp_path: Path) -> None:
+def test_hostile_strings_fetch_nothing_and_link_nowhere(
+    browser: Any, hostile: Any, tmp_path: Path
+) -> None:
     """A sweep name, run labels, a stored error and URL parameters carrying markdown and
     HTML that point at a planted host (a real local HTTP server) are shown as text: the
     planted host gets no request, and no link or image on any page points at it."""
     import threading
     import urllib.parse
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
-    from store import open_store
 
     hits: list[str] = []
 
@@ -424,12 +424,7 @@ def test_hostile_strings_fetch_nothing_and_link_nowhere(browser: Any, tmp_path: 
         f'<img src="http://{host}/i.png"> <a href="http://{host}/a">a</a> :red[r]'
     )
     url = f"sqlite:///{tmp_path}/hostile.db"
-    with open_store(url) as st:
-        sid = st.ensure_sweep(f"sweep {bad}", "name: x\n")
-        rid = st.ensure_run(sid, "t", role="treatment", pair_key="p", seed=0,
-                            compression=bad, correction=bad, config={})  # fmt: skip
-        st.write_steps(rid, [(1, {"critic/score/mean": 0.1}, {})])
-        st.set_run_status(rid, "failed", error=f"RuntimeError: {bad}")
+    sid, rid = hostile(url, bad)
     q = urllib.parse.quote(bad)
     seen: list[str] = []
     page = browser.new_page(viewport=VIEWPORT)

@@ -470,17 +470,10 @@ HOSTILE = "![x](http://198.51.100.7/q.png) [phish](http://198.51.100.7/login) <b
 
 
 def test_stored_and_url_strings_render_as_text(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, hostile: Any
 ) -> None:
-    from store import open_store
-
     url = f"sqlite:///{tmp_path}/hostile.db"
-    with open_store(url) as st:
-        sid = st.ensure_sweep(f"sweep {HOSTILE}", "name: x\n")
-        rid = st.ensure_run(sid, "t", role="treatment", pair_key="p", seed=0,
-                            compression=HOSTILE, correction=HOSTILE, config={})  # fmt: skip
-        st.write_steps(rid, [(1, {"critic/score/mean": 0.1}, {})])
-        st.set_run_status(rid, "failed", error=f"RuntimeError: {HOSTILE}")
+    sid, rid = hostile(url, HOSTILE)
     pages = [
         render(monkeypatch, url),
         render(monkeypatch, url, "views/sweep.py", sweep=sid, threshold=HOSTILE),
