@@ -137,6 +137,11 @@ def _csv_entry(text: str, where: str) -> Entry | None:
         return None
     if [c.lower() for c in cells] == ["step", "name", "value"]:
         return None  # the header
+    if cells[0].lower() == "step":  # a wide CSV's header (one column per metric)
+        raise LogError(
+            f"{where}: a CSV log has one metric per row under the header step,name,value; "
+            f"this header is {','.join(cells)[:60]} (a column per metric: write it as JSONL)"
+        )
     if len(cells) != 3:
         raise LogError(
             f"{where}: expected 3 columns step,name,value, got {len(cells)} ({','.join(cells)[:60]})"
