@@ -3,12 +3,12 @@
 Reports, each measured here, nothing typed in:
 - wall time of each sweep (Ray start-up included) and the trial-steps each used (the
   compute the rules saved);
-- per treatment: the step its ``critic/score/mean`` first fell below zero (read from the
-  no-stopping sweep, which runs every trial to the end; trials are deterministic per
-  seed on CPU, so the stopped sweep's history matches it up to its stop) and the step it
-  was stopped; requirement: a treatment that collapses is stopped no later than 2 steps
-  after its score first falls below zero. "Collapses" = its score is below zero at the
-  last step of the no-stopping sweep;
+- per treatment: its fate and collapse onset by ``bench/ground_truth.py``'s definition
+  (collapsed: mean score over the last 5 steps below 0.05; onset: the first step from
+  which the score stays below 0.05), read from the no-stopping sweep, which runs every
+  trial to the end (trials are deterministic per seed on CPU, so the stopped sweep's
+  history matches it up to its stop), and the step it was stopped; requirement: a
+  treatment that collapses is stopped no later than 2 steps after its onset;
 - whether any dense control was stopped (requirement: none).
 
 Writes bench/results/sweep_bench.md. Rerun: ``.venv/bin/python bench/sweep_bench.py``
@@ -29,6 +29,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from _machine import machine as machine_line  # noqa: E402  (bench/ is on sys.path as a script)
+from ground_truth import COLLAPSED_BELOW, fate  # noqa: E402
 
 from correction import names  # noqa: E402
 from orchestrator.config import load_sweep_config  # noqa: E402
@@ -36,8 +37,8 @@ from orchestrator.sweep import SweepOutcome, execute_sweep  # noqa: E402
 from store import open_store  # noqa: E402
 
 MAX_LAG = 2
-"""A collapsing treatment must be stopped no later than this many steps after its score
-first falls below zero (issue 5)."""
+"""A collapsing treatment must be stopped no later than this many steps after its
+collapse onset (issue 5)."""
 
 
 def machine() -> str:
@@ -81,6 +82,8 @@ def main() -> int:
     ap.add_argument("--config", type=Path, default=ROOT / "examples" / "quickstart.yaml")
     ap.add_argument("--set", dest="overrides", action="append", default=[])
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "sweep_bench.md")
+    ap.add_argument("--keep", type=Path, help="copy the with-rules store (SQLite) here, e.g. "
+                    "for bench/collapse_figure.py and the UI screenshot")  # fmt: skip
     args = ap.parse_args()
     command = "  ".join(["python bench/sweep_bench.py", *(f"--set {o}" for o in args.overrides)])
     if args.config != ap.get_default("config"):
@@ -91,20 +94,18 @@ def main() -> int:
         sweep, st_rules, out_rules = run(args.config, args.overrides, stopping=True, work=work)
         _, st_free, out_free = run(args.config, args.overrides, stopping=False, work=work)
 
+        if args.keep:
+            import shutil
+
+            st_rules.close()
+            shutil.copy(work / "rules.db", args.keep)
+            st_rules = open_store(f"sqlite:///{args.keep}", read_only=True)
         free_runs = {r.trial_id: r for r in st_free.runs()}
         rows: list[dict[str, Any]] = []
         for r in st_rules.runs():
             free = free_runs.get(r.trial_id)
             sc = scores(st_free, free.id) if free is not None else {}
-            below = [s for s in sorted(sc) if sc[s] < 0]
-            last = sc[max(sc)] if sc else None
-            # The first step from which the score stays below zero to the end (None if it
-            # ends at or above zero): tells a transient dip from the collapse itself
-            stays = None
-            for s in sorted(sc, reverse=True):
-                if sc[s] >= 0:
-                    break
-                stays = s
+            f = fate([sc[s] for s in sorted(sc)]) if sc else None
             rows.append(
                 {
                     "trial": r.trial_id,
@@ -112,10 +113,10 @@ def main() -> int:
                     "status": r.status,
                     "stop": f"{r.stop_rule} @ {r.stop_step}" if r.stop_rule else "",
                     "stop_step": r.stop_step,
-                    "first_below_zero": below[0] if below else None,
-                    "stays_below_zero": stays,
-                    "collapsed": last is not None and last < 0,
-                    "last_score": last,
+                    "onset": f["onset"] if f else None,
+                    "fate": f["fate"] if f else "?",
+                    "collapsed": f is not None and f["fate"] == "collapsed",
+                    "last5": f["last5"] if f else None,
                     "steps": r.last_step or 0,
                 }
             )
@@ -123,21 +124,18 @@ def main() -> int:
     controls_stopped = [x for x in rows if x["role"] == "control" and x["status"] == "stopped"]
     treat = [x for x in rows if x["role"] == "treatment"]
     late: list[str] = []
-    late_sustained: list[str] = []
+    false_stops = [x["trial"] for x in treat if not x["collapsed"] and x["status"] == "stopped"]
     for x in treat:
         if not x["collapsed"]:
-            x["ok"] = "n/a (did not collapse)"
+            x["ok"] = "n/a (did not collapse)" + (
+                ": FALSE STOP" if x["status"] == "stopped" else ""
+            )
             continue
-        fb, fs, ss = x["first_below_zero"], x["stays_below_zero"], x["stop_step"]
-        good = ss is not None and fb is not None and ss <= fb + MAX_LAG
-        good_sustained = ss is not None and fs is not None and ss <= fs + MAX_LAG
-        x["ok"] = ("yes" if good else "NO") + (
-            "" if good else " (yes from the sustained fall)" if good_sustained else " (no)"
-        )
+        on, ss = x["onset"], x["stop_step"]
+        good = ss is not None and on is not None and ss <= on + MAX_LAG
+        x["ok"] = "yes" if good else "NO" if ss is None else f"late by {ss - on - MAX_LAG}"
         if not good:
             late.append(x["trial"])
-        if not good_sustained:
-            late_sustained.append(x["trial"])
     cfg = sweep.config
     saved = out_free.trial_steps_used - out_rules.trial_steps_used
     frac = saved / out_free.trial_steps_used if out_free.trial_steps_used else 0.0
@@ -159,24 +157,23 @@ def main() -> int:
         f"| trial-steps used, no stopping | {out_free.trial_steps_used} | - |",
         f"| trial-steps saved | {saved} ({frac:.0%}) | - |",
         f"| controls stopped | {len(controls_stopped)} | 0 |",
-        f"| collapsing treatments stopped late (> {MAX_LAG} steps after score < 0) "
+        f"| treatments stopped that did not collapse | {len(false_stops)} | 0 |",
+        f"| collapsing treatments not stopped within {MAX_LAG} steps of onset "
         f"| {len(late)} of {sum(1 for x in treat if x['collapsed'])} | 0 |",
-        f"| same, counted from the step the score stays below zero to the end "
-        f"| {len(late_sustained)} of {sum(1 for x in treat if x['collapsed'])} | - |",
         "",
-        "Score columns come from the no-stopping sweep (every trial runs all steps).",
+        "Fate and onset come from the no-stopping sweep (every trial runs all steps): "
+        f"collapsed = mean score over the last 5 steps < {COLLAPSED_BELOW}; onset = the "
+        f"first step from which the score stays below {COLLAPSED_BELOW}.",
         "",
-        "| trial | role | status (with rules) | stop | score < 0 first at | stays < 0 from "
-        "| collapsed (last score) | stopped in time |",
-        "|---|---|---|---|---|---|---|---|",
+        "| trial | role | status (with rules) | stop | fate (last-5 mean) | onset "
+        "| stopped in time |",
+        "|---|---|---|---|---|---|---|",
     ]
     for x in rows:
-        last_txt = "" if x["last_score"] is None else f"{x['last_score']:+.3f}"
+        last_txt = "" if x["last5"] is None else f"{x['last5']:+.3f}"
         lines.append(
             f"| {x['trial']} | {x['role']} | {x['status']} | {x['stop']} | "
-            f"{x['first_below_zero'] or 'never'} | {x['stays_below_zero'] or '-'} | "
-            f"{'yes' if x['collapsed'] else 'no'} ({last_txt}) | "
-            f"{x.get('ok', '-')} |"
+            f"{x['fate']} ({last_txt}) | {x['onset'] or '-'} | {x.get('ok', '-')} |"
         )
     text = "\n".join(lines) + "\n"
     args.out.parent.mkdir(parents=True, exist_ok=True)

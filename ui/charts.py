@@ -14,6 +14,9 @@ their data as named pandas datasets (Streamlit ships them as Arrow). They are wr
 hand rather than through Altair because Altair's object construction and schema
 validation cost about 0.1 s per chart. Frames come from ``ui.data``; nothing here reads
 the store.
+
+Length (~450 lines): the line chart with its hover, reference lines and stop marks is
+most of it; the views share encodings and the concat, so they stay in one module.
 """
 
 from __future__ import annotations
