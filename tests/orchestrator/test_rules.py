@@ -132,7 +132,7 @@ def test_score_collapse_floor_fires_on_second_subzero_step() -> None:
     d = first(rules.get("score_collapse"), hist)
     assert (d.action, d.step) == ("stop", 11)
     assert d.evidence["crossed"] == "floor" and d.evidence["score"] == -0.05
-    assert d.evidence["floor"] == 0.0 and d.evidence["k"] == 2
+    assert d.evidence["floor"] == 0.01 and d.evidence["k"] == 2
 
 
 def test_score_collapse_below_control_by_margin() -> None:
@@ -169,11 +169,13 @@ def test_constant_advantage_fraction_and_min_equals_max_fallback() -> None:
         10,
         {N.ZERO_ADV_FRAC: 1.0, N.SCORE_MEAN: -0.1, N.SCORE_MIN: -0.1, N.SCORE_MAX: -0.1},
     )
-    d = first(rules.get("constant_advantage"), hist)
-    assert (d.step, d.evidence["zero_group_frac"], d.evidence["streak"]) == (12, 1.0, 3)
+    d = first(rules.get("constant_advantage"), hist)  # k=2: the 2nd uniform step
+    assert (d.step, d.evidence["zero_group_frac"], d.evidence["streak"]) == (11, 1.0, 2)
     no_frac = [{k: v for k, v in r.items() if k != N.ZERO_ADV_FRAC} for r in hist]
     d = first(rules.get("constant_advantage"), no_frac)
-    assert (d.step, d.evidence["source"]) == (12, "score min == max")
+    assert (d.step, d.evidence["source"]) == (11, "score min == max")
+    d = first(rules.get("constant_advantage", k=3), hist)
+    assert (d.step, d.evidence["streak"]) == (12, 3)
 
 
 def test_constant_advantage_spares_a_run_that_solved_the_task() -> None:
@@ -183,7 +185,7 @@ def test_constant_advantage_spares_a_run_that_solved_the_task() -> None:
         {N.ZERO_ADV_FRAC: 1.0, N.SCORE_MEAN: 1.0, N.SCORE_MIN: 1.0, N.SCORE_MAX: 1.0},
     )
     assert never(rules.get("constant_advantage"), solved)
-    assert first(rules.get("constant_advantage", score_at_most=None), solved).step == 12
+    assert first(rules.get("constant_advantage", score_at_most=None), solved).step == 11
 
 
 def test_post_tool_tail_growth_fires_when_only_post_tool_grows() -> None:
@@ -198,9 +200,9 @@ def test_post_tool_tail_growth_fires_when_only_post_tool_grows() -> None:
 
 
 def test_ess_collapse_and_its_verl_fallback() -> None:
-    hist = set_(healthy(random.Random(7)), 10, {N.ess("post_tool"): 0.05})
-    d = first(rules.get("ess_collapse"), hist)
-    assert (d.step, d.evidence["ess"], d.evidence["metric"]) == (12, 0.05, N.ess("post_tool"))
+    hist = set_(healthy(random.Random(7)), 10, {N.ess("post_tool"): 0.02})
+    d = first(rules.get("ess_collapse"), hist)  # below the 0.05 floor 2 steps running
+    assert (d.step, d.evidence["ess"], d.evidence["metric"]) == (11, 0.02, N.ess("post_tool"))
     verl = [{"step": r["step"], N.IS_ESS: r[N.ess("post_tool")]} for r in hist]
     assert first(rules.get("ess_collapse"), verl).evidence["metric"] == N.IS_ESS
 
@@ -210,10 +212,14 @@ def test_ess_low_from_the_start_is_not_a_collapse() -> None:
     vals = [0.052, 0.053, 0.218, 0.055, 0.155, 0.014, 0.267, 0.33, 0.5, 0.22, 0.54, 0.68]
     hist = [{"step": i + 1, N.ess("post_tool"): v} for i, v in enumerate(vals + [0.05] * 5)]
     assert never(rules.get("ess_collapse"), hist)
-    assert first(rules.get("ess_collapse", baseline_steps=None), hist).step == 6  # as measured
-    fell = [{"step": s, N.ess("post_tool"): 0.9 if s <= 3 else 0.1} for s in range(1, 9)]
+    # as measured with the thresholds of the time (floor 0.2, k=3): the floor alone
+    # stopped this healthy run at step 6; the early-ESS guard spares it
+    old = {"floor": 0.2, "k": 3}
+    assert first(rules.get("ess_collapse", baseline_steps=None, **old), hist).step == 6
+    assert never(rules.get("ess_collapse", **old), hist)
+    fell = [{"step": s, N.ess("post_tool"): 0.9 if s <= 3 else 0.02} for s in range(1, 9)]
     d = first(rules.get("ess_collapse"), fell)
-    assert (d.step, d.evidence["baseline"]) == (6, 0.9)
+    assert (d.step, d.evidence["baseline"]) == (5, 0.9)
 
 
 def test_gap_vs_control_warns_once_at_step_one() -> None:
