@@ -271,6 +271,12 @@ def fate(s: list[float]) -> dict[str, Any]:
 
 def report(grid: Grid, out: Path, command: str, wall_s: float | None) -> str:
     """The markdown report over every finished history in ``out``."""
+    index = out / "index.json"
+    r_wall = {
+        r["run"]: float(r["wall_s"])
+        for r in (json.loads(index.read_text())["runs"] if index.exists() else [])
+        if r.get("wall_s")
+    }
     all_specs = specs(grid)
     hist = {s.run: read_history(history_file(out, s.run)) for s in all_specs}
     done = {s.run for s in all_specs if len(hist[s.run]) >= grid.steps}
@@ -280,6 +286,10 @@ def report(grid: Grid, out: Path, command: str, wall_s: float | None) -> str:
         f"- machine: {machine()}",
         f"- date: {dt.datetime.now(dt.UTC).strftime('%Y-%m-%d %H:%M UTC')}",
         f"- command: `{command}`" + (f" ({wall_s / 60:.0f} min wall)" if wall_s else ""),
+        f"- run time: {sum(r_wall.values()) / 60:.0f} min summed over runs "
+        f"(the slowest {max(r_wall.values()):.0f} s)"
+        if r_wall
+        else "- run time: not recorded",
         f"- grid: quick preset{' + ' + json.dumps(grid.common) if grid.common else ''}, "
         f"{grid.steps} steps, 1 torch thread per run; controls on seeds "
         f"{grid.control_seeds}, treatments on seeds {grid.seeds}; {len(done)} of "
@@ -334,6 +344,7 @@ def report(grid: Grid, out: Path, command: str, wall_s: float | None) -> str:
     majority: dict[str, dict[str, list[str]]] = {
         st: {"collapsed": [], "learns": [], "healthy": []} for st in strengths
     }
+    board: dict[str, list[tuple[str, list[float], dict[str, int]]]] = {st: [] for st in strengths}
     for corr, kw in grid.corrections:
         cl = label(corr, kw)
         cells = []
@@ -355,6 +366,7 @@ def report(grid: Grid, out: Path, command: str, wall_s: float | None) -> str:
             }
             onsets = ",".join(str(f["onset"]) for f in fates if f["fate"] == "collapsed")
             l10 = statistics.mean(f["last10"] for f in fates)
+            board[st].append((cl, [f["last10"] for f in fates], count))
             cells.append(
                 f"{count['collapsed']}/{count['learns']}/{count['stalls']}"
                 + (f" @{onsets}" if onsets else "")
@@ -381,7 +393,36 @@ def report(grid: Grid, out: Path, command: str, wall_s: float | None) -> str:
             f"(of which learn: {', '.join(m['learns']) or 'none'}). "
             f"Collapsed: {', '.join(m['collapsed']) or 'none'}."
         )
+        if sep == "**separates**":
+            ctrl_fates = [fate(scores(hist[c.run])) for c in controls if c.seed in grid.seeds]
+            lines += ["", *leaderboard(st, board[st], ctrl_fates), ""]
     return "\n".join(lines) + "\n"
+
+
+def leaderboard(
+    st: str, rows: list[tuple[str, list[float], dict[str, int]]], controls: list[dict[str, Any]]
+) -> list[str]:
+    """The corrections at one strength by mean last-10 score, with the range over seeds
+    (the dense controls first): what ``examples/sweep-corrections.yaml`` asks."""
+    out = [
+        f"Leaderboard at `{st}` (mean score over the last 10 steps; range over seeds):",
+        "",
+        "| correction | last-10 score, mean | min - max over seeds | collapsed / learns / stalls |",
+        "|---|---|---|---|",
+    ]
+    if controls:
+        l10 = [f["last10"] for f in controls]
+        n = {k: sum(f["fate"] == k for f in controls) for k in ("collapsed", "learns", "stalls")}
+        out.append(
+            f"| dense control | {statistics.mean(l10):+.2f} | {min(l10):+.2f} - {max(l10):+.2f} "
+            f"| {n['collapsed']} / {n['learns']} / {n['stalls']} |"
+        )
+    for cl, l10, c in sorted(rows, key=lambda r: -statistics.mean(r[1])):
+        out.append(
+            f"| {cl} | {statistics.mean(l10):+.2f} | {min(l10):+.2f} - {max(l10):+.2f} | "
+            f"{c['collapsed']} / {c['learns']} / {c['stalls']} |"
+        )
+    return out
 
 
 def _step1_gap(
@@ -458,8 +499,13 @@ def main() -> int:
     t0 = time.perf_counter()
     walls = {} if args.report_only else run_grid(grid, out, args.workers, args.gzip)
     wall_s = time.perf_counter() - t0 if walls else None
-    write_index(grid, out, command, walls)
-    text = report(grid, out, command, wall_s)
+    ran_by = command
+    if args.report_only and (out / "index.json").exists():  # the grid's own command stays
+        ran_by = json.loads((out / "index.json").read_text()).get("command", command)
+    write_index(grid, out, ran_by, walls)
+    text = report(grid, out, ran_by, wall_s)
+    if ran_by != command:
+        text = text.replace(f"- command: `{ran_by}`", f"- command: `{ran_by}`; report: `{command}`")
     md.parent.mkdir(parents=True, exist_ok=True)
     md.write_text(text)
     print(text)

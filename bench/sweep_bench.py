@@ -94,12 +94,11 @@ def main() -> int:
         sweep, st_rules, out_rules = run(args.config, args.overrides, stopping=True, work=work)
         _, st_free, out_free = run(args.config, args.overrides, stopping=False, work=work)
 
-        if args.keep:
-            import shutil
+        if args.keep:  # SQLite's backup copies what the write-ahead log still holds too
+            import sqlite3
 
-            st_rules.close()
-            shutil.copy(work / "rules.db", args.keep)
-            st_rules = open_store(f"sqlite:///{args.keep}", read_only=True)
+            with sqlite3.connect(work / "rules.db") as src, sqlite3.connect(args.keep) as dst:
+                src.backup(dst)
         free_runs = {r.trial_id: r for r in st_free.runs()}
         rows: list[dict[str, Any]] = []
         for r in st_rules.runs():

@@ -510,3 +510,18 @@ def test_run_page_counts_non_finite_values(monkeypatch: pytest.MonkeyPatch, fill
         ]
         == 2
     )
+
+
+def test_page_scripts_hold_no_bare_string_but_their_docstring() -> None:
+    """Streamlit's magic draws a page script's bare module-level strings as markdown (an
+    attribute docstring once showed up on the compare page)."""
+    import ast
+
+    root = Path(ui.__file__).parent
+    for script in [root / "app.py", *sorted((root / "views").glob("*.py"))]:
+        body = ast.parse(script.read_text()).body
+        stray = [
+            n.lineno for n in body[1:]
+            if isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant)
+        ]  # fmt: skip
+        assert not stray, (script.name, stray)

@@ -57,8 +57,9 @@ FIGURES: tuple[Figure, ...] = (
 )
 ECDF_TITLE = "ECDF of |log-ratio|: {} tokens"
 TURN_TITLE = "Probability gap by turn (mean over steps)"
+# Per-turn gap metrics and their bucket labels (turn 1 .. the open-ended last bucket); a
+# page script's bare string would be drawn by Streamlit's magic, so this is a comment
 TURN_NAMES = {names.by_turn(names.PROBS_DIFF_MEAN, b): b for b in names.TURN_BUCKETS}
-"""Per-turn gap metrics and their bucket labels (turn 1 .. the open-ended last bucket)."""
 
 
 def names_by_lines() -> dict[int, tuple[str, ...]]:
