@@ -27,6 +27,7 @@ ORDER = [
     "checkpoint_bench",
     "sweep_bench",
     "ground_truth",
+    "calibrate_rules",
     "detection_bench",
     "pipeline_bench",
     "watch_bench",
