@@ -117,7 +117,7 @@ def _json_entry(text: str, where: str) -> Entry:
     verl = isinstance(obj.get("data"), dict)
     raw = obj["data"] if verl else obj
     # json gives floats, ints, bools, None, str, lists, dicts: keep the numbers (not bools)
-    metrics = {k: v for k, v in raw.items() if type(v) is float}
+    metrics = {k: v for k, v in raw.items() if type(v) is float and k != "step"}
     if len(metrics) < len(raw) - (0 if verl else 1):
         for k, v in raw.items():
             if type(v) is int and k != "step":

@@ -290,3 +290,14 @@ def test_real_tiny_model_logs() -> None:
     assert replay(dense, None, rs).decisions == []
     res = replay(quant, dense, rs)
     assert [(d.rule, d.action, d.step) for d in res.decisions] == [("gap_vs_control", "warn", 1)]
+
+
+def test_a_float_step_stays_the_rows_integer_step(tmp_path: Path) -> None:
+    """``{"step": 2.0}`` (a trainer that logs its step as a float) is step 2, an int, and
+    never a metric that overwrites it (found by the fuzz test)."""
+    log = tmp_path / "f.jsonl"
+    log.write_text('{"step": 0.0}\n{"step": 2.0, "critic/score/mean": 0.1}\n'
+                   '{"step": 3, "data": {"step": 7.0, "critic/score/mean": 0.2}}\n')  # fmt: skip
+    rows = read_log(log).rows
+    assert [r["step"] for r in rows] == [0, 2, 3]
+    assert all(type(r["step"]) is int for r in rows)
