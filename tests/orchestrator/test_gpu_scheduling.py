@@ -28,7 +28,6 @@ import contextlib
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -44,6 +43,8 @@ import yaml
 
 from store import open_store
 from store.rows import RunRow
+
+from .procs import end_group, free_port
 
 pytestmark = pytest.mark.slow
 
@@ -72,12 +73,6 @@ with open(log, "a") as f:
 """
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def _procs_of(dirs: list[str]) -> list[str]:
     """Live processes whose command line names one of ``dirs`` (a node's temp dir)."""
     found = []
@@ -94,24 +89,6 @@ def _procs_of(dirs: list[str]) -> list[str]:
     return found
 
 
-def _end_group(p: subprocess.Popen[bytes], grace_s: float = 5.0) -> None:
-    """SIGTERM a node's process group, SIGKILL what is left after ``grace_s``."""
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(p.pid, signal.SIGTERM)
-    deadline = time.monotonic() + grace_s
-    while time.monotonic() < deadline:
-        try:
-            os.killpg(p.pid, 0)  # raises once no process of the group is left
-        except ProcessLookupError:
-            break
-        p.poll()
-        time.sleep(0.2)
-    else:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(p.pid, signal.SIGKILL)
-    p.wait(timeout=30)
-
-
 @dataclass
 class Cluster:
     address: str
@@ -124,7 +101,7 @@ def _start_node(args: list[str], temp: str, log: Path) -> subprocess.Popen[bytes
             [str(BIN / "ray"), "start", *args, "--node-ip-address", "127.0.0.1",
              "--temp-dir", temp, "--num-cpus", "2", "--num-gpus", "2",
              "--object-store-memory", str(80 * 2**20), "--disable-usage-stats",
-             "--dashboard-agent-listen-port", str(_free_port()), "--block"],
+             "--dashboard-agent-listen-port", str(free_port()), "--block"],
             stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
             env={**os.environ, "RAY_AUTH_MODE": "token", "RAY_ADDRESS": ""},
         )  # fmt: skip
@@ -145,11 +122,11 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     logs = tmp_path_factory.mktemp("ray-logs")
     # short paths: Ray's unix sockets live under them (107-character limit)
     temps = [tempfile.mkdtemp(prefix="gwh", dir="/tmp"), tempfile.mkdtemp(prefix="gww", dir="/tmp")]
-    port = _free_port()
+    port = free_port()
     nodes: list[subprocess.Popen[bytes]] = []
     try:
         head_args = ["--head", "--port", str(port), "--include-dashboard=false",
-                     "--dashboard-port", str(_free_port())]  # fmt: skip
+                     "--dashboard-port", str(free_port())]  # fmt: skip
         nodes.append(_start_node(head_args, temps[0], logs / "head.log"))
         _wait_started(nodes[0], logs / "head.log", "ray start --head")
         nodes.append(_start_node(["--address", f"127.0.0.1:{port}"], temps[1], logs / "w.log"))
@@ -157,7 +134,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         yield Cluster(f"127.0.0.1:{port}", logs)
     finally:
         for p in reversed(nodes):
-            _end_group(p)
+            end_group(p)
         time.sleep(1)
         left = _procs_of(temps)
         for line in left:  # a process that left the group: end it by its own id

@@ -7,11 +7,8 @@ users' included).
 
 from __future__ import annotations
 
-import contextlib
 import os
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -22,6 +19,8 @@ import pytest
 import yaml
 
 from store import open_store
+
+from .procs import end_group, free_port
 
 BIN = Path(sys.executable).parent
 CFG = {
@@ -37,32 +36,9 @@ CFG = {
 }
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _stop_group(p: subprocess.Popen[bytes]) -> None:
-    """SIGTERM the cluster's process group, then SIGKILL whatever is left after 5 s."""
-    os.killpg(p.pid, signal.SIGTERM)
-    deadline = time.monotonic() + 5
-    while time.monotonic() < deadline:
-        try:
-            os.killpg(p.pid, 0)  # raises once no process of the group is left
-        except ProcessLookupError:
-            break
-        p.poll()
-        time.sleep(0.2)
-    else:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(p.pid, signal.SIGKILL)
-    p.wait(timeout=10)
-
-
 @pytest.mark.slow
 def test_sweep_joins_ray_start_head_on_loopback(tmp_path: Path) -> None:
-    port = _free_port()
+    port = free_port()
     # Short path: Ray's unix sockets live under it (107-character limit)
     ray_tmp = tempfile.mkdtemp(prefix="gwray", dir="/tmp")
     log = open(tmp_path / "ray_start.log", "w")  # noqa: SIM115 - closed in finally
@@ -124,7 +100,7 @@ def test_sweep_joins_ray_start_head_on_loopback(tmp_path: Path) -> None:
             assert r.status == "completed", r
             assert [h["step"] for h in st.history(r.id)] == [1, 2]
     finally:
-        _stop_group(head)
+        end_group(head, wait_s=10)
         log.close()
         shutil.rmtree(ray_tmp, ignore_errors=True)
 
