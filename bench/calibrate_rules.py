@@ -62,6 +62,14 @@ GRIDS: dict[str, dict[str, list[Any]]] = {
 }
 """The thresholds tried per rule (the rest keep their defaults)."""
 
+BEFORE: dict[str, dict[str, Any]] = {
+    "score_collapse": {"floor": 0.0, "control_margin": 0.5},
+    "constant_advantage": {"frac": 0.95, "k": 3},
+    "length_runaway": {"clip_level": 0.5},
+    "ess_collapse": {"floor": 0.2, "k": 3},
+}
+"""The defaults before this calibration chose today's (the other thresholds unchanged)."""
+
 
 @dataclass
 class Trial:
@@ -103,21 +111,6 @@ def choose(trials: list[Trial]) -> Trial | None:
 
 def fmt_params(p: dict[str, Any]) -> str:
     return ", ".join(f"{k}={v}" for k, v in p.items())
-
-
-def row(policy: str, s: db.Score) -> str:
-    delay = f"{statistics.median(s.delays):+g} / {max(s.delays):+d}" if s.delays else "-"
-    return (
-        f"| {policy} | {s.caught} of {s.collapses} | {delay} | {s.false_controls}, "
-        f"{s.false_treatments} | {s.steps_used} of {s.steps_all} |"
-    )
-
-
-HEAD = [
-    "| policy | collapses caught | delay after onset, median / worst | false stops: controls, "
-    "healthy treatments | trial-steps used (of all) |",
-    "|---|---|---|---|---|",
-]
 
 
 # --- separation of the tail and ESS statistics -------------------------------------------
@@ -240,16 +233,21 @@ def main() -> int:
     calibrated = rules.build(settings)
     lines += [
         "",
-        "### The chosen settings together, and today's defaults",
+        "### The chosen settings together, today's defaults, and the defaults before",
         "",
         f"Chosen: `{settings}`.",
         "",
-        *HEAD,
+        *db.HEAD,
     ]
-    for label, rs in (("chosen settings", calibrated), ("defaults (rules.build())", rules.build())):
+    policies = (
+        ("chosen settings", calibrated),
+        ("defaults (rules.build())", rules.build()),
+        ("defaults before calibration", rules.build(BEFORE)),
+    )
+    for label, rs in policies:
         for part, part_runs in (("calibration", cal), ("held out", held), ("all", runs)):
             sc = db.score(label, db.gapwatch(rs, part_runs), part_runs)
-            lines.append(row(f"{label}, {part}", sc))
+            lines.append(db.row(sc, f"{label}, {part}"))
     lines += [
         "",
         "### Separation: post-tool tail growth and ESS, all runs",

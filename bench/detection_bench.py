@@ -344,22 +344,35 @@ def evaluate(runs: list[Run], *, with_rlwatch: bool = True) -> list[Score]:
     return [score(name, stops, runs) for name, stops in policies if stops is not None]
 
 
+HEAD = [
+    "| policy | collapses caught | delay after onset, median / worst | false stops: controls, "
+    "healthy treatments | trial-steps used (of all) |",
+    "|---|---|---|---|---|",
+]
+"""The head of a table of :func:`row`s (also bench/calibrate_rules.py's)."""
+
+
+def row(s: Score, policy: str | None = None, mark: str = "") -> str:
+    """One policy's scores as a table row (``policy`` overrides the score's name)."""
+    delay = f"{statistics.median(s.delays):+g} / {max(s.delays):+d}" if s.delays else "-"
+    return (
+        f"| {policy or s.policy} | {s.caught} of {s.collapses} | {delay} | {s.false_controls}, "
+        f"{s.false_treatments} | {s.steps_used} of {s.steps_all}{mark} |"
+    )
+
+
 def table(scores: list[Score]) -> list[str]:
     clean = [s for s in scores if s.false_stops == 0]
     fewest = min((s.steps_used for s in clean), default=None)
-    lines = [
-        "| policy | collapses caught | delay after onset, median / worst | false stops: controls, "
-        "healthy treatments | trial-steps used (of all) |",
-        "|---|---|---|---|---|",
-    ]
-    for s in scores:
-        delay = f"{statistics.median(s.delays):+g} / {max(s.delays):+d}" if s.delays else "-"
-        mark = " (fewest, no false stop)" if s.false_stops == 0 and s.steps_used == fewest else ""
-        lines.append(
-            f"| {s.policy} | {s.caught} of {s.collapses} | {delay} | {s.false_controls}, "
-            f"{s.false_treatments} | {s.steps_used} of {s.steps_all}{mark} |"
+    return [*HEAD] + [
+        row(
+            s,
+            mark=" (fewest, no false stop)"
+            if s.false_stops == 0 and s.steps_used == fewest
+            else "",
         )
-    return lines
+        for s in scores
+    ]
 
 
 def main() -> int:
