@@ -1,0 +1,191 @@
+"""The corpus of real GRPO/PPO training logs: rebuild its files, or list it.
+
+    .venv/bin/python bench/real_corpus.py            # download what is missing (needs network)
+    .venv/bin/python bench/real_corpus.py --list     # the runs, their labels and onset windows
+    .venv/bin/python bench/real_corpus.py --check    # verify the files present (no network)
+    .venv/bin/python bench/real_corpus.py --only ID [--only ID ...]
+
+``bench/data/real/manifest.yaml`` records, for every run, the public GitHub repository,
+the commit, the path(s) in that repository, the licence, the sha256 of each file as its
+trainer (or notebook) wrote it, and the label decided from the curves by the written
+criterion at the top of the manifest.
+
+The files themselves are not committed (``bench/data/real/files/`` is git-ignored): most
+repositories carry no licence that allows redistribution. This script fetches each file
+from ``https://raw.githubusercontent.com/<owner>/<repo>/<commit>/<path>`` into
+``bench/data/real/files/<id>/<file name>``, byte for byte, skips a file already present
+with the recorded sha256, and refuses (exit 1) a download whose sha256 differs. It needs
+network access to raw.githubusercontent.com; nothing else does.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import sys
+import time
+import urllib.parse
+import urllib.request
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REAL = HERE / "data" / "real"
+MANIFEST = REAL / "manifest.yaml"
+FILES = REAL / "files"
+RAW = "https://raw.githubusercontent.com/{project}/{commit}/{path}"
+
+
+def load_manifest(path: Path = MANIFEST) -> dict:
+    try:
+        import yaml
+    except ImportError:  # pragma: no cover - the project's venv has PyYAML
+        sys.exit("real_corpus: PyYAML is needed to read the manifest (pip install pyyaml)")
+    with path.open(encoding="utf-8") as fh:
+        return yaml.safe_load(fh)
+
+
+def sha256_of(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def raw_url(run: dict, entry: dict) -> str:
+    return RAW.format(
+        project=run["project"],
+        commit=run["commit"],
+        path=urllib.parse.quote(entry["path"], safe="/()"),
+    )
+
+
+def local_path(entry: dict, root: Path = FILES) -> Path:
+    return root / entry["local"]
+
+
+def fetch(url: str, attempts: int = 3, timeout: float = 60.0) -> bytes:
+    last: Exception | None = None
+    for attempt in range(attempts):
+        try:
+            req = urllib.request.Request(url, headers={"User-Agent": "gapwatch-real-corpus"})
+            with urllib.request.urlopen(req, timeout=timeout) as resp:
+                return resp.read()
+        except Exception as exc:  # network errors are retried, then reported
+            last = exc
+            time.sleep(2 * (attempt + 1))
+    raise RuntimeError(f"{url}: {last}")
+
+
+def rebuild(runs: list[dict], root: Path = FILES) -> int:
+    """Download every missing file; return the number of failures."""
+    failures = 0
+    for run in runs:
+        for entry in run["files"]:
+            dest = local_path(entry, root)
+            if dest.exists() and sha256_of(dest) == entry["sha256"]:
+                print(f"ok       {entry['local']}")
+                continue
+            url = raw_url(run, entry)
+            try:
+                data = fetch(url)
+            except RuntimeError as exc:
+                print(f"FAILED   {entry['local']}: {exc}")
+                failures += 1
+                continue
+            got = hashlib.sha256(data).hexdigest()
+            if got != entry["sha256"]:
+                print(f"MISMATCH {entry['local']}: sha256 {got}, manifest {entry['sha256']}")
+                failures += 1
+                continue
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            tmp = dest.with_name(dest.name + ".part")
+            tmp.write_bytes(data)
+            tmp.replace(dest)
+            print(f"fetched  {entry['local']} ({len(data)} bytes)")
+    return failures
+
+
+def check(runs: list[dict], root: Path = FILES) -> int:
+    """Verify the files present; return the number missing or wrong."""
+    bad = 0
+    for run in runs:
+        for entry in run["files"]:
+            dest = local_path(entry, root)
+            if not dest.exists():
+                print(f"missing  {entry['local']}")
+                bad += 1
+            elif sha256_of(dest) != entry["sha256"]:
+                print(f"WRONG    {entry['local']}")
+                bad += 1
+            else:
+                print(f"ok       {entry['local']}")
+    return bad
+
+
+def listing(manifest: dict, runs: list[dict], root: Path = FILES) -> str:
+    head = ("id", "project", "format", "steps", "every", "reward seen", "label", "onset", "signal", "?", "file")
+    rows = [head]
+    for run in runs:
+        present = all(local_path(e, root).exists() for e in run["files"])
+        onset = run.get("onset")
+        every = run.get("logging_interval")
+        rows.append(
+            (
+                run["id"],
+                run["project"],
+                run["format"],
+                f"{run['steps'][0]}-{run['steps'][1]}",
+                str(every),
+                f"[{run['reward_seen'][0]:g}, {run['reward_seen'][1]:g}]",
+                run["label"],
+                f"{onset[0]}-{onset[1]}" if onset else "",
+                run.get("signal") or "",
+                "yes" if run.get("uncertain") else "",
+                "present" if present else "absent",
+            )
+        )
+    widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
+    labels: dict[str, int] = {}
+    formats: dict[str, int] = {}
+    for run in runs:
+        labels[run["label"]] = labels.get(run["label"], 0) + 1
+        formats[run["format"]] = formats.get(run["format"], 0) + 1
+    projects = {run["project"] for run in runs}
+    lines.append("")
+    lines.append(
+        f"{len(runs)} runs from {len(projects)} repositories; labels "
+        + ", ".join(f"{k} {v}" for k, v in sorted(labels.items()))
+        + "; formats "
+        + ", ".join(f"{k} {v}" for k, v in sorted(formats.items()))
+    )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--list", action="store_true", help="print the corpus with labels and exit")
+    ap.add_argument("--check", action="store_true", help="verify the files present; no network")
+    ap.add_argument("--only", action="append", default=[], metavar="ID", help="limit to these run ids")
+    ap.add_argument("--manifest", type=Path, default=MANIFEST)
+    ap.add_argument("--dest", type=Path, default=FILES, help="where the files go (default: %(default)s)")
+    args = ap.parse_args(argv)
+
+    manifest = load_manifest(args.manifest)
+    runs = manifest["runs"]
+    if args.only:
+        unknown = set(args.only) - {r["id"] for r in runs}
+        if unknown:
+            ap.error(f"unknown run id(s): {', '.join(sorted(unknown))}")
+        runs = [r for r in runs if r["id"] in set(args.only)]
+    if args.list:
+        print(listing(manifest, runs, args.dest))
+        return 0
+    if args.check:
+        return 1 if check(runs, args.dest) else 0
+    return 1 if rebuild(runs, args.dest) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
