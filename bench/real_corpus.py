@@ -124,7 +124,19 @@ def check(runs: list[dict], root: Path = FILES) -> int:
 
 
 def listing(manifest: dict, runs: list[dict], root: Path = FILES) -> str:
-    head = ("id", "project", "format", "steps", "every", "reward seen", "label", "onset", "signal", "?", "file")
+    head = (
+        "id",
+        "project",
+        "format",
+        "steps",
+        "every",
+        "reward seen",
+        "label",
+        "onset",
+        "signal",
+        "?",
+        "file",
+    )
     rows = [head]
     for run in runs:
         present = all(local_path(e, root).exists() for e in run["files"])
@@ -146,7 +158,7 @@ def listing(manifest: dict, runs: list[dict], root: Path = FILES) -> str:
             )
         )
     widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
     labels: dict[str, int] = {}
     formats: dict[str, int] = {}
     for run in runs:
@@ -167,9 +179,13 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--list", action="store_true", help="print the corpus with labels and exit")
     ap.add_argument("--check", action="store_true", help="verify the files present; no network")
-    ap.add_argument("--only", action="append", default=[], metavar="ID", help="limit to these run ids")
+    ap.add_argument(
+        "--only", action="append", default=[], metavar="ID", help="limit to these run ids"
+    )
     ap.add_argument("--manifest", type=Path, default=MANIFEST)
-    ap.add_argument("--dest", type=Path, default=FILES, help="where the files go (default: %(default)s)")
+    ap.add_argument(
+        "--dest", type=Path, default=FILES, help="where the files go (default: %(default)s)"
+    )
     args = ap.parse_args(argv)
 
     manifest = load_manifest(args.manifest)
