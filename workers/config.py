@@ -43,6 +43,13 @@ top-k keep 0.1 (0.39) and 0.2 (0.12) also die, keep 0.35 (0.03) and 0.5 (0.014) 
 near the initial score, 4-bit quantisation (0.004) learns like the control, 2-bit (0.19)
 dies."""
 
+GATE_SUCCESS: Final = 0.05
+"""Default floor of a built warm start's held-out success rate (``warm_start_min_success``).
+Measured on the quick preset's config built with 1, 2 and 4 torch threads
+(``bench/warmstart_bench.py``): FILLED IN BELOW."""
+GATE_COPIED: Final = 0.5
+"""Default floor of the share of answers after a tool call that copy its result."""
+
 PRESETS: Final[dict[str, dict[str, Any]]] = {
     # Tiny model on CPU: what tests, the quickstart sweep and the demo use.
     "quick": {},
@@ -160,6 +167,14 @@ class RunConfig(Strict):
     (ends 0.66-0.74, under 2x); at 0.8 the warm start does not learn to copy (score 0)."""
     warm_start_seed: Int = 0
     """Seed of the warm start (shared by all runs, so pairs start from the same weights)."""
+    warm_start_min_success: Float | None = Field(default=GATE_SUCCESS, ge=0, le=1)
+    """Quality gate of a warm start built at run time: after the supervised pass the policy
+    plays 128 held-out tasks (``workers.probe``); below this success rate it trains on
+    (up to two more rounds of half the steps), then fails in one line. None: no gate.
+    The quick preset's start is shipped, not built (``workers/assets/quick``)."""
+    warm_start_min_copied: Float | None = Field(default=GATE_COPIED, ge=0, le=1)
+    """Gate, as ``warm_start_min_success``: the share of answers after a tool call that copy
+    its result. None: not checked."""
 
     @field_validator("compression_layers")
     @classmethod

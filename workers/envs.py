@@ -62,6 +62,8 @@ class Outcome:
     done: bool
     observation: str | None
     """Tool result text to append to the history (only for a parseable call)."""
+    result: str | None
+    """The tool's result itself (``observation`` without its markup), for a call."""
     parsed: Action | None
     """The parsed action, or None if it was unparseable."""
 
@@ -131,11 +133,12 @@ class Env:
         """Score one action: parse it, run the tool or check the answer."""
         action = parse_action(action_text, truncated=truncated)
         if action is None:
-            return Outcome(FORMAT_PENALTY, True, None, None)
+            return Outcome(FORMAT_PENALTY, True, None, None, None)
         if action.kind == "answer":
             reward = 1.0 if action.body.strip() == task.answer else 0.0
-            return Outcome(reward, True, None, action)
-        return Outcome(0.0, False, observation_text(calculator(action.body)), action)
+            return Outcome(reward, True, None, None, action)
+        result = calculator(action.body)
+        return Outcome(0.0, False, observation_text(result), result, action)
 
     def demonstration(
         self, task: Task, rng: random.Random, wrong_frac: float

@@ -4,11 +4,22 @@
 - ``model: tiny``: a 4-layer, 128-wide Llama (about 0.8M parameters) with a character
   tokenizer (``tokenizers`` WordLevel over single characters, wrapped as
   ``PreTrainedTokenizerFast``), warm-started by ``cfg.warm_start_steps`` supervised steps
-  on the environment's demonstrations. The result is saved with ``save_pretrained`` to
-  ``$GAPWATCH_CACHE/warmstart/<hash of its config>`` (default ``~/.cache/gapwatch``),
-  built once under a file lock, so concurrent trials wait and then load it.
+  on the environment's demonstrations.
 - a directory: ``AutoModelForCausalLM``/``AutoTokenizer`` from it (local files only); if
-  ``warm_start_steps > 0`` it is warm-started and cached the same way.
+  ``warm_start_steps > 0`` it is warm-started the same way.
+
+**The quick preset's warm start is shipped** (``workers/assets/quick``, with the sha256 of
+every file and the figures it was accepted on): whether the tiny model learns to copy the
+tool's result sits on a knife edge of floating-point summation order (built with 1 torch
+thread it solves nothing, with 2 it solves 15%), so every machine starts from the same
+bytes instead of building its own. ``bench/build_warmstart.py`` rebuilt it.
+
+Any other warm start is built at run time, saved with ``save_pretrained`` to
+``$GAPWATCH_CACHE/warmstart/<hash of its config>`` (default ``~/.cache/gapwatch``) once
+under a file lock (concurrent trials wait, then load it), after passing the **quality
+gate**: the policy plays held-out tasks (``workers.probe``); below the config's floors it
+trains on, then fails in one line. The gate's figures are saved beside the weights
+(``gapwatch_warmstart.json``) and printed once, when it is built.
 """
 
 from __future__ import annotations
@@ -40,10 +51,22 @@ from workers import envs
 from workers.config import RunConfig
 from workers.sampling import DTYPE
 
-WARMSTART_VERSION: Final = 2
+WARMSTART_VERSION: Final = 3
 """Bump when warm-start code changes, so stale caches are not reused."""
 CHARS: Final = "0123456789+-*/=<>:;.,?!()_ \nabcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
 SPECIALS: Final = ("[PAD]", "[BOS]", "[EOS]", "[UNK]")
+SHIPPED: Final = Path(__file__).resolve().parent / "assets" / "quick"
+"""The shipped warm start of the quick preset (weights, tokenizer, ``gapwatch_warmstart.json``)."""
+INFO_FILE: Final = "gapwatch_warmstart.json"
+"""Beside a warm start's weights: its config key, gate figures and (shipped) file hashes."""
+GATE_EPISODES: Final = 128
+GATE_ROUNDS: Final = 2
+"""Extra supervised rounds (each half the configured steps, at the schedule's final
+learning rate) a warm start below the gate gets before it fails."""
+
+
+class WarmStartError(ValueError):
+    """A warm start that cannot be used: below its quality gate, or a corrupted shipped one."""
 
 
 def build_tokenizer() -> PreTrainedTokenizerFast:
@@ -101,6 +124,12 @@ def warm_start_key(cfg: RunConfig) -> str:
         src["config.json"] = (Path(cfg.model) / "config.json").read_text()
     for k in ("env", "env_kwargs", "warm_start_steps", "warm_start_lr", "warm_start_batch"):
         src[k] = getattr(cfg, k)
+    # the gate may train on, so its floors shape the weights (and probe's settings with them)
+    for k in ("warm_start_min_success", "warm_start_min_copied"):
+        src[k] = getattr(cfg, k)
+    if cfg.warm_start_min_success is not None or cfg.warm_start_min_copied is not None:
+        src["gate"] = [GATE_EPISODES, GATE_ROUNDS, cfg.max_interactions, cfg.token_budget]
+        src["gate_temperature"] = cfg.temperature
     src["wrong_frac"], src["seed"] = cfg.warm_start_wrong_frac, cfg.warm_start_seed
     return hashlib.sha256(json.dumps(src, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
@@ -130,24 +159,66 @@ def _save_fresh_tiny(cfg: RunConfig) -> Path:
     """An untrained tiny model (warm_start_steps=0), saved so it loads like any HF model."""
     path = cache_root() / "fresh" / f"tiny-{cfg.warm_start_seed}-v{WARMSTART_VERSION}"
 
-    def build() -> tuple[Any, Any]:
+    def build() -> tuple[Any, Any, None]:
         tok = build_tokenizer()
         torch.manual_seed(cfg.warm_start_seed)
-        return LlamaForCausalLM(tiny_config(len(tok))), tok
+        return LlamaForCausalLM(tiny_config(len(tok))), tok, None
 
     return _saved_once(path, build)
 
 
 def ensure_warm_start(cfg: RunConfig) -> Path:
-    """Path of the warm-started model, building it once under a file lock if missing."""
-    return _saved_once(
-        cache_root() / "warmstart" / warm_start_key(cfg), lambda: _build_warm_start(cfg)
-    )
+    """Path of the warm-started model: the shipped one where ``cfg`` asks for exactly it,
+    else built once under a file lock (and gated) if missing from the cache."""
+    key = warm_start_key(cfg)
+    if key == SHIPPED_KEY:
+        return verified_shipped()
+    return _saved_once(cache_root() / "warmstart" / key, lambda: _build_warm_start(cfg))
+
+
+SHIPPED_KEY: Final = "6c27bef85202b647"
+"""``warm_start_key`` of the quick preset: the config the shipped warm start stands for
+(its ``gapwatch_warmstart.json`` says the same; a test checks both)."""
+
+
+_VERIFIED: set[Path] = set()
+
+
+def verified_shipped(root: Path | None = None) -> Path:
+    """``root`` (default ``SHIPPED``) after checking every file against the sha256 recorded
+    beside it (once per process); a missing or changed file fails in one line."""
+    root = SHIPPED if root is None else root
+    if root in _VERIFIED:
+        return root
+    if not (root / INFO_FILE).is_file():
+        raise WarmStartError(
+            f"the shipped warm start is missing ({root / INFO_FILE} not found); reinstall "
+            "gapwatch (git checkout workers/assets/quick) or rebuild it with "
+            "python bench/build_warmstart.py"
+        )
+    info = json.loads((root / INFO_FILE).read_text())
+    for name, want in sorted(info["sha256"].items()):
+        f = root / name
+        if not f.is_file():
+            raise WarmStartError(
+                f"the shipped warm start is incomplete: {f} is missing; reinstall gapwatch "
+                "(git checkout workers/assets/quick) or rebuild it with python bench/build_warmstart.py"
+            )
+        got = hashlib.sha256(f.read_bytes()).hexdigest()
+        if got != want:
+            raise WarmStartError(
+                f"the shipped warm start is corrupted: {f} has sha256 {got[:12]}..., expected "
+                f"{want[:12]}...; reinstall gapwatch (git checkout workers/assets/quick) or "
+                "rebuild it with python bench/build_warmstart.py"
+            )
+    _VERIFIED.add(root)
+    return root
 
 
 def _saved_once(path: Path, build: Any) -> Path:
-    """``path`` holding ``build()``'s (model, tokenizer), built and saved once: concurrent
-    trials wait on a file lock for the first builder, then load what it saved."""
+    """``path`` holding ``build()``'s (model, tokenizer, info), built and saved once:
+    concurrent trials wait on a file lock for the first builder, then load what it saved.
+    ``info`` (a dict or None) is written beside the weights as ``INFO_FILE``."""
     if (path / "config.json").is_file():
         return path
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -155,25 +226,92 @@ def _saved_once(path: Path, build: Any) -> Path:
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:
             if not (path / "config.json").is_file():
-                model, tok = build()
-                _atomic_save(model, tok, path)
+                model, tok, info = build()
+                _atomic_save(model, tok, path, info)
         finally:
             fcntl.flock(lock, fcntl.LOCK_UN)
     return path
 
 
-def _atomic_save(model: Any, tok: Any, path: Path) -> None:
+def _atomic_save(model: Any, tok: Any, path: Path, info: dict[str, Any] | None = None) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}."))
     model.save_pretrained(tmp)
     tok.save_pretrained(tmp)
+    if info is not None:
+        (tmp / INFO_FILE).write_text(json.dumps(info, indent=1, sort_keys=True) + "\n")
     if path.exists():
         shutil.rmtree(path)
     tmp.rename(path)
 
 
-def _build_warm_start(cfg: RunConfig) -> tuple[torch.nn.Module, Any]:
-    """Supervised pass on demonstrations; loss on the action tokens only."""
+def _demo_batch(
+    env: envs.Env, tok: Any, rng: random.Random, cfg: RunConfig
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """One batch of demonstrations: ids (B, T), trainable mask (B, T), attention (B, T)."""
+    pad = int(tok.pad_token_id if tok.pad_token_id is not None else 0)
+    seqs, masks = [], []
+    for _ in range(cfg.warm_start_batch):
+        ids: list[int] = []
+        mask: list[bool] = []
+        for text, trainable in env.demonstration(
+            env.sample_task(rng), rng, cfg.warm_start_wrong_frac
+        ):
+            piece = encode(tok, text, first=not ids)
+            ids += piece
+            mask += [trainable] * len(piece)
+        seqs.append(ids)
+        masks.append(mask)
+    width = max(len(s) for s in seqs)
+    x = torch.tensor([s + [pad] * (width - len(s)) for s in seqs], device=cfg.device)  # (B, T)
+    m = torch.tensor([k + [False] * (width - len(k)) for k in masks], device=cfg.device)  # (B, T)
+    attn = (
+        torch.arange(width, device=cfg.device)[None]
+        < torch.tensor([len(s) for s in seqs], device=cfg.device)[:, None]
+    ).long()  # (B, T)
+    return x, m, attn
+
+
+def _supervised(model: Any, opt: Any, sched: Any, batches: Any, n: int) -> float:
+    """``n`` supervised steps (loss on the action tokens only); the last loss."""
+    loss = torch.zeros(())
+    for _ in range(n):
+        x, m, attn = batches()
+        logits = model(input_ids=x, attention_mask=attn).logits[:, :-1].float()  # (B, T-1, V)
+        nll = torch.nn.functional.cross_entropy(
+            logits.transpose(1, 2), x[:, 1:], reduction="none"
+        )  # (B, T-1)
+        loss = (nll * m[:, 1:]).sum() / m[:, 1:].sum()
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        if sched is not None:
+            sched.step()
+    return float(loss.item())
+
+
+def gate_quality(model: Any, tok: Any, cfg: RunConfig) -> Any:
+    """The warm start's held-out figures (``workers.probe.Quality``), dense, float32."""
+    from workers import probe, samplers
+
+    model.eval()
+    sampler = samplers.make("torch", model, tok, device=cfg.device, dtype="float32",
+                            seed=cfg.warm_start_seed, stops=envs.STOP_STRINGS)  # fmt: skip
+    env = envs.get(cfg.env, **cfg.env_kwargs)
+    return probe.measure(env, sampler, tok, episodes=GATE_EPISODES,
+                         max_interactions=cfg.max_interactions, token_budget=cfg.token_budget,
+                         temperature=cfg.temperature)  # fmt: skip
+
+
+def _passes(q: Any, cfg: RunConfig) -> bool:
+    return (cfg.warm_start_min_success is None or q.success >= cfg.warm_start_min_success) and (
+        cfg.warm_start_min_copied is None or q.copied >= cfg.warm_start_min_copied
+    )
+
+
+def _build_warm_start(cfg: RunConfig) -> tuple[torch.nn.Module, Any, dict[str, Any]]:
+    """Supervised pass on demonstrations, then the quality gate (training on if below it)."""
     t0 = time.perf_counter()
     torch.manual_seed(cfg.warm_start_seed)
     rng = random.Random(cfg.warm_start_seed)
@@ -191,42 +329,39 @@ def _build_warm_start(cfg: RunConfig) -> tuple[torch.nn.Module, Any]:
         opt,
         lambda s: min(1.0, (s + 1) / warmup) * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * s / n))),
     )
-    pad = int(tok.pad_token_id if tok.pad_token_id is not None else 0)
-    for _ in range(n):
-        seqs, masks = [], []
-        for _ in range(cfg.warm_start_batch):
-            ids: list[int] = []
-            mask: list[bool] = []
-            for text, trainable in env.demonstration(
-                env.sample_task(rng), rng, cfg.warm_start_wrong_frac
-            ):
-                piece = encode(tok, text, first=not ids)
-                ids += piece
-                mask += [trainable] * len(piece)
-            seqs.append(ids)
-            masks.append(mask)
-        width = max(len(s) for s in seqs)
-        x = torch.tensor([s + [pad] * (width - len(s)) for s in seqs], device=cfg.device)  # (B, T)
-        m = torch.tensor(
-            [k + [False] * (width - len(k)) for k in masks], device=cfg.device
-        )  # (B, T)
-        attn = (
-            torch.arange(width, device=cfg.device)[None]
-            < torch.tensor([len(s) for s in seqs], device=cfg.device)[:, None]
-        ).long()
-        logits = model(input_ids=x, attention_mask=attn).logits[:, :-1].float()  # (B, T-1, V)
-        nll = torch.nn.functional.cross_entropy(
-            logits.transpose(1, 2), x[:, 1:], reduction="none"
-        )  # (B, T-1)
-        loss = (nll * m[:, 1:]).sum() / m[:, 1:].sum()
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-        sched.step()
+
+    def batches() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        return _demo_batch(env, tok, rng, cfg)
+
+    loss = _supervised(model, opt, sched, batches, n)
+    gated = cfg.warm_start_min_success is not None or cfg.warm_start_min_copied is not None
+    info: dict[str, Any] = {"key": warm_start_key(cfg), "steps": n, "final_loss": loss,
+                            "torch_threads": torch.get_num_threads()}  # fmt: skip
+    rounds = 0
+    if gated:
+        q = gate_quality(model, tok, cfg)
+        while not _passes(q, cfg) and rounds < GATE_ROUNDS:
+            rounds += 1
+            print(f"gapwatch: warm start below its gate ({q.line()}); training on, "
+                  f"round {rounds} of {GATE_ROUNDS}", flush=True)  # fmt: skip
+            model.train()
+            loss = _supervised(model, opt, None, batches, max(1, n // 2))
+            q = gate_quality(model, tok, cfg)
+        info.update(final_loss=loss, extra_rounds=rounds, gate=q.to_dict(),
+                    floors={"success": cfg.warm_start_min_success,
+                            "copied": cfg.warm_start_min_copied})  # fmt: skip
+        if not _passes(q, cfg):
+            raise WarmStartError(
+                f"the warm start of {cfg.model} on {cfg.env} failed its quality gate after "
+                f"{n + rounds * max(1, n // 2)} steps: {q.line()} (floors: success "
+                f"{cfg.warm_start_min_success}, copied {cfg.warm_start_min_copied}); raise "
+                "warm_start_steps, lower warm_start_wrong_frac, or set the floors to null"
+            )
     model.eval()
+    gate_txt = f"; gate: {q.line()}" if gated else ""
     print(
-        f"gapwatch: warm start built in {time.perf_counter() - t0:.0f} s (final loss {loss.item():.3f})",
+        f"gapwatch: warm start built in {time.perf_counter() - t0:.0f} s "
+        f"(final loss {loss:.3f}){gate_txt}",
         flush=True,
     )
-    return model, tok
+    return model, tok, info

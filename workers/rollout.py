@@ -51,6 +51,10 @@ class Trajectory:
     done: bool = False
     tool_calls: int = 0
     success: bool = False
+    last_result: str | None = None
+    """The last tool result seen (its text), if any."""
+    answer: str | None = None
+    """The body of the final answer, if the episode ended with a parseable one."""
 
 
 def rollout(
@@ -98,8 +102,11 @@ def rollout(
             if out.done:
                 t.done, t.reward = True, out.reward
                 t.success = out.reward == 1.0
+                if out.parsed is not None and out.parsed.kind == "answer":
+                    t.answer = out.parsed.body.strip()
             elif out.observation is not None:
                 t.tool_calls += 1
+                t.last_result = out.result
                 t.ids = t.ids + encode(tokenizer, out.observation, first=False)
     for t in trajs:
         t.done = True  # out of interactions: reward stays 0.0

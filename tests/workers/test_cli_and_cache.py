@@ -50,7 +50,8 @@ BUILD = """
 import sys
 from workers import RunConfig
 from workers.model import ensure_warm_start
-cfg = RunConfig.preset("quick", warm_start_steps=3, warm_start_batch=4, warm_start_seed=int(sys.argv[1]))
+cfg = RunConfig.preset("quick", warm_start_steps=3, warm_start_batch=4, warm_start_seed=int(sys.argv[1]),
+                       warm_start_min_success=None, warm_start_min_copied=None)
 print("path", ensure_warm_start(cfg))
 """
 
