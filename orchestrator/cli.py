@@ -39,6 +39,28 @@ DbOpt = Annotated[
     ),
 ]
 
+FORMAT_HELP = (
+    "The log's format: auto (told by name and content), jsonl, csv, trl_state, "
+    "console_dicts, verl_console, tensorboard, mlflow, trackio, json_history, ipynb, keyvalue."
+)
+NAMES_HELP = (
+    "Whose metric names the log uses: auto, gapwatch, verl, trl, or a YAML file mapping "
+    "yours to gapwatch's ({reward: critic/score/mean})."
+)
+STEP_FIELD_HELP = "keyvalue logs: the field that holds the step (default: step, global_step, ...)."
+STEP_PATTERN_HELP = r"keyvalue logs: a regex whose first group is the step, e.g. 'Step (\d+)'."
+LOGGING_STEPS_HELP = "Console dicts: trainer steps between two printed dicts (logging_steps)."
+
+
+def _read_options(
+    step_field: str | None, step_pattern: str | None, logging_steps: int | None
+) -> Any:
+    from orchestrator.readers import ReadOptions
+
+    return ReadOptions(
+        step_field=step_field, step_pattern=step_pattern, logging_steps=logging_steps
+    )
+
 
 def _one_line(exc: BaseException) -> str:
     from orchestrator.console import plain
@@ -139,10 +161,21 @@ def sweep(
 @app.command("replay")
 @friendly
 def replay(
-    log: Annotated[Path, typer.Argument(help="Metrics log: JSONL (one step per line) or CSV.")],
+    log: Annotated[
+        Path,
+        typer.Argument(
+            help="What the trainer wrote: a metrics log, console output, trainer_state.json, "
+            "a TensorBoard/MLflow/trackio folder, a notebook (see --format)."
+        ),
+    ],
     control: Annotated[
         Path | None, typer.Option(help="The paired dense control's log, same formats.")
     ] = None,
+    fmt: Annotated[str, typer.Option("--format", help=FORMAT_HELP)] = "auto",
+    names: Annotated[str, typer.Option(help=NAMES_HELP)] = "auto",
+    step_field: Annotated[str | None, typer.Option(help=STEP_FIELD_HELP)] = None,
+    step_pattern: Annotated[str | None, typer.Option(help=STEP_PATTERN_HELP)] = None,
+    logging_steps: Annotated[int | None, typer.Option(help=LOGGING_STEPS_HELP)] = None,
     rules: Annotated[
         str | None,
         typer.Option(help="Comma-separated rule names (default: all registered rules)."),
@@ -155,7 +188,10 @@ def replay(
     """Run the stop rules over a metrics log from elsewhere; say when and why they fire."""
     from orchestrator.replay import replay_cli
 
-    code = replay_cli(log, control=control, rules=rules, config=config, as_json=as_json)
+    code = replay_cli(
+        log, control=control, rules=rules, config=config, as_json=as_json, fmt=fmt,
+        names=names, options=_read_options(step_field, step_pattern, logging_steps),
+    )  # fmt: skip
     raise typer.Exit(code)
 
 
@@ -174,12 +210,11 @@ def watch(
     name: Annotated[
         str | None, typer.Option(help="The run's name (default: the log's stem).")
     ] = None,
-    fmt: Annotated[
-        str, typer.Option("--format", help="auto, jsonl, verl, csv or trl (trainer_state.json).")
-    ] = "auto",
-    names: Annotated[
-        str, typer.Option(help="Whose metric names the log uses: auto, gapwatch, verl, trl.")
-    ] = "auto",
+    fmt: Annotated[str, typer.Option("--format", help=FORMAT_HELP)] = "auto",
+    names: Annotated[str, typer.Option(help=NAMES_HELP)] = "auto",
+    step_field: Annotated[str | None, typer.Option(help=STEP_FIELD_HELP)] = None,
+    step_pattern: Annotated[str | None, typer.Option(help=STEP_PATTERN_HELP)] = None,
+    logging_steps: Annotated[int | None, typer.Option(help=LOGGING_STEPS_HELP)] = None,
     rules: Annotated[
         str | None, typer.Option(help="Comma-separated rule names (default: every rule).")
     ] = None,
@@ -223,6 +258,7 @@ def watch(
         raise ValueError(f"--role {role!r}: use treatment or control")
     opts = WatchOptions(
         log=log, control=control, sweep=sweep, name=name, fmt=fmt, names=names,
+        read=_read_options(step_field, step_pattern, logging_steps),
         ruleset=ruleset_for(rules, config), from_start=from_start, pid=pid, grace=grace,
         on_stop=on_stop, idle=idle or None, wait=wait, role=role, seed=seed, codec=codec,
         correction=correction, say=lambda text: typer.echo(text),

@@ -34,7 +34,7 @@ from typing import Any
 from pydantic import Field, field_validator, model_validator
 
 from orchestrator.follow import FOLLOW_FORMATS, LogFollower
-from orchestrator.logs import NameMapper
+from orchestrator.logs import NameMapper, ReadOptions
 from orchestrator.trainable import pack
 from workers.validation import Float, Strict
 
@@ -54,9 +54,17 @@ class CommandWorker(Strict):
     log: str = "{trial_dir}/metrics.jsonl"
     """Where the trainer writes its metrics log (placeholders filled)."""
     format: str = "auto"
-    """The log's format: auto, jsonl, verl, csv, trl (``trainer_state.json``)."""
+    """The log's format: auto, or a reader's name (``orchestrator.readers``: jsonl, csv,
+    trl_state, console_dicts, verl_console, tensorboard, mlflow, trackio, ...)."""
     names: str = "auto"
-    """Whose metric names it uses: auto, gapwatch, verl, trl."""
+    """Whose metric names it uses: auto, gapwatch, verl, trl, or a YAML name map file
+    ``{their_name: gapwatch_name}`` (relative to ``{workdir}``)."""
+    step_field: str | None = None
+    """``keyvalue`` logs: the field holding the step."""
+    step_pattern: str | None = None
+    """``keyvalue`` logs: a regular expression whose first group is the step."""
+    logging_steps: int | None = Field(default=None, ge=1)
+    """Console dicts: trainer steps between two printed dicts."""
     env: dict[str, str] = Field(default_factory=dict)
     """Environment variables for the trainer (placeholders filled)."""
     defaults: dict[str, str | int | float] = Field(default_factory=dict)
@@ -84,6 +92,17 @@ class CommandWorker(Strict):
                     "put them at the top level or under run:"
                 )
         return data
+
+    @field_validator("names")
+    @classmethod
+    def _names(cls, v: str) -> str:
+        from correction.name_maps import SOURCES
+
+        if v != "auto" and v not in SOURCES and not v.endswith((".yaml", ".yml")):
+            raise ValueError(
+                f"unknown names {v!r}; valid: auto, {', '.join(SOURCES)}, or a .yaml name map"
+            )
+        return v
 
     @field_validator("format")
     @classmethod
@@ -189,8 +208,12 @@ def command_trainable(config: dict[str, Any]) -> None:
     log = Path(fill(worker.log, values))
     env = {**os.environ, **{k: fill(v, values) for k, v in worker.env.items()}, **gpu_env()}
     proc = start(argv, env, trial_dir, Path(values["workdir"]))
-    follower = LogFollower(log, worker.format)
-    names = NameMapper(worker.names)
+    options = ReadOptions(worker.step_field, worker.step_pattern, worker.logging_steps)
+    follower = LogFollower(log, worker.format, options=options)
+    names_src = worker.names
+    if names_src.endswith((".yaml", ".yml")):
+        names_src = str(Path(values["workdir"]) / fill(names_src, values))
+    names = NameMapper(names_src)
     key = spec["trial_key"]
     t0 = time.monotonic()
     try:

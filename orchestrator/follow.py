@@ -11,35 +11,38 @@ steps, and copes with what a live file does:
   skipped and reported, as ``orchestrator.logs`` does for any log);
 - the trainer may pause: nothing new is not an error.
 
-Formats: JSON lines (flat or verl's ``{"step", "data"}``): each line is a step as soon
-as it is complete; a further line of the step just given adds figures to it. CSV
-``step,name,value``: a step is complete when the next one starts, or when the file has
-been quiet for ``settle_s``. TRL's ``trainer_state.json`` (``trl``): the whole file is
-re-read when it changes (TRL rewrites it at each checkpoint save) and the new entries of
-its ``log_history`` become steps.
+Formats: every reader of ``orchestrator.readers``, detected from the path and the first
+complete lines (a file that holds only noise so far is waited for, up to
+``readers.HEAD`` bytes). Line formats are followed as they grow: a line that completes
+a step (JSON lines, verl's and transformers' console lines) is a step as soon as it is
+complete, and a further line of the step just given adds figures to it; where a step
+may span lines (CSV, ``keyvalue``), a step is complete when the next one starts, or when
+the file has been quiet for ``settle_s``. Whole-file formats (``trainer_state.json``,
+TensorBoard, MLflow, trackio, JSON histories, notebooks) are read again whenever they
+change (TRL rewrites ``trainer_state.json`` at each checkpoint save) and only their new
+steps, or new figures of the last step, are given.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from orchestrator import readers
 from orchestrator.logs import (
     MAX_LINE,
     Entry,
     LogError,
     LogReport,
+    ReadOptions,
     StepAssembler,
-    detect_format,
-    parse_line,
 )
 
-FOLLOW_FORMATS = ("auto", "jsonl", "verl", "csv", "trl")
-"""``--format`` values: ``auto`` tells by name and content (``trainer_state.json`` is TRL's)."""
+FOLLOW_FORMATS = tuple(readers.format_names())
+"""``--format`` values: ``auto`` tells by name and content; every reader's name."""
 
 
 @dataclass(frozen=True)
@@ -51,16 +54,40 @@ class Step:
     addition: bool = False
 
 
+def _told_by_path(path: Path) -> bool:
+    """Whether the path alone tells the format (a folder, an event file, TRL's state, a
+    SQLite file): such a log is not read as lines."""
+    if path.is_dir() or path.name == "trainer_state.json":
+        return True
+    if path.name.startswith("events.out.tfevents."):
+        return True
+    try:
+        with path.open("rb") as fh:
+            return fh.read(16) == b"SQLite format 3\x00"
+    except OSError:
+        return False
+
+
 class LogFollower:
     """Read a growing metrics log; see the module docstring."""
 
     def __init__(
-        self, path: Path | str, fmt: str = "auto", *, from_start: bool = True, settle_s: float = 0.5
+        self,
+        path: Path | str,
+        fmt: str = "auto",
+        *,
+        from_start: bool = True,
+        settle_s: float = 0.5,
+        options: ReadOptions | None = None,
     ) -> None:
         if fmt not in FOLLOW_FORMATS:
             raise LogError(f"unknown log format {fmt!r}; valid: {', '.join(FOLLOW_FORMATS)}")
         self.path = Path(path)
-        self.fmt = "trl" if fmt == "auto" and self.path.name == "trainer_state.json" else fmt
+        self.options = options or ReadOptions()
+        self.reader: readers.Reader | None = (
+            None if fmt == "auto" else readers.get(fmt, self.options)
+        )
+        self.fmt = fmt if self.reader is None else self.reader.name
         self.from_start = from_start
         self.settle_s = settle_s
         self.report = LogReport(self.path)
@@ -73,15 +100,26 @@ class LogFollower:
         self._partial = b""
         self._lineno = 0
         self._last_step: int | None = None
-        self._csv = StepAssembler(self.report)
+        self._given: set[str] = set()  # names given for the last step
+        self._asm = StepAssembler(self.report)
         self._quiet_since = time.monotonic()
-        self._trl_sig: tuple[int, float] | None = None
-        self._seen = 0  # log_history entries read at the last TRL read
+        self._sig: tuple[Any, ...] | None = None
+        if self.reader is not None:
+            self._use(self.reader)
+
+    def _use(self, reader: readers.Reader) -> None:
+        self.reader, self.fmt = reader, reader.name
+        self.report.format = reader.name
+        self.report.notes = reader.notes
+
+    @property
+    def _whole(self) -> bool:
+        return self.reader is not None and self.reader.whole
 
     # --- the file ---------------------------------------------------------------------
 
     def exists(self) -> bool:
-        return self.path.is_file()
+        return self.path.is_file() or self.path.is_dir()
 
     def _open(self) -> bool:
         try:
@@ -114,18 +152,40 @@ class LogFollower:
             data += self._fh.read()
         return data
 
-    # --- lines and steps --------------------------------------------------------------
+    # --- which reader -----------------------------------------------------------------
 
-    def _format_of(self, line: str) -> str:
-        if self.fmt in ("auto",):
-            self.fmt = "csv" if detect_format(self.path, line) == "csv" else "jsonl"
-        return "csv" if self.fmt == "csv" else "jsonl"
+    def _detect(self, final: bool = False) -> bool:
+        """Pick the reader from the path and what has been read so far (``_partial`` holds
+        it until then); False while the start of the file does not tell yet."""
+        if self.reader is not None:
+            return True
+        if _told_by_path(self.path):
+            self._use(readers.detect(self.path, self.options))
+            return True
+        complete = self._partial if final else self._partial[: self._partial.rfind(b"\n") + 1]
+        try:
+            head = complete[: readers.HEAD].decode("utf-8")
+        except UnicodeDecodeError as exc:
+            if exc.start < min(len(complete), readers.HEAD) - 4:
+                raise LogError(f"{self.path} is not UTF-8 text; pass a metrics log") from None
+            head = complete[: exc.start].decode("utf-8")
+        if not head.strip() and self.path.name != "trainer_state.json" and not final:
+            return False
+        try:
+            self._use(readers.detect(self.path, self.options, head=head))
+        except LogError:
+            if final or len(complete) >= readers.HEAD:
+                raise
+            return False
+        return True
+
+    # --- lines and steps --------------------------------------------------------------
 
     def _take(self, entry: Entry, where: str, out: list[Step]) -> None:
         rep = self.report
         rep.non_numeric.update(entry.ignored)
-        if self.fmt == "csv":
-            done = self._csv.add(entry, where)
+        if self.reader is not None and self.reader.spans_lines:
+            done = self._asm.add(entry, where)
             if done is not None:
                 out.append(self._step_of(done))
             return
@@ -137,9 +197,11 @@ class LogFollower:
             return
         rep.names.update(entry.metrics)
         if last is not None and entry.step == last:
+            self._given.update(entry.metrics)
             out.append(Step(entry.step, dict(entry.metrics), addition=True))
             return
         self._last_step = entry.step
+        self._given = set(entry.metrics)
         rep.steps += 1
         rep.first_step = entry.step if rep.first_step is None else rep.first_step
         rep.last_step = entry.step
@@ -148,9 +210,25 @@ class LogFollower:
     def _step_of(self, row: dict[str, Any]) -> Step:
         return Step(int(row["step"]), {k: v for k, v in row.items() if k != "step"})
 
-    def _lines(self, data: bytes, out: list[Step]) -> None:
+    def _lines(self, data: bytes, out: list[Step], final: bool = False) -> None:
         """Complete lines to steps, up to a line that cannot be read (``self.error``)."""
         buf = self._partial + data
+        self._partial = buf
+        if len(buf) > MAX_LINE and b"\n" not in buf[: MAX_LINE + 1]:
+            self.error = LogError(
+                f"{self.path} after line {self._lineno}: a line longer than {MAX_LINE >> 20} MiB; "
+                "not a metrics log (one step's figures per line)"
+            )
+            return
+        try:
+            if not self._detect(final):
+                return
+        except LogError as exc:
+            self.error = exc
+            return
+        if self._whole:
+            self._partial = b""
+            return
         *complete, self._partial = buf.split(b"\n")
         if len(self._partial) > MAX_LINE or any(len(raw) > MAX_LINE for raw in complete):
             self.error = LogError(
@@ -158,13 +236,15 @@ class LogFollower:
                 "not a metrics log (one step's figures per line)"
             )
             return
+        reader = self.reader
+        assert isinstance(reader, readers.LineReader)
         for raw in complete:
             self._lineno += 1
             text = raw.decode("utf-8", errors="replace")
             if not text.strip():
                 continue
             try:
-                entry = parse_line(text, self._format_of(text), f"{self.path} line {self._lineno}")
+                entry = reader.line(text, f"{self.path} line {self._lineno}")
             except LogError as exc:
                 self.error = exc
                 return
@@ -176,67 +256,77 @@ class LogFollower:
         a line that cannot be read, ``error`` is set and nothing more is read."""
         if self.error is not None:
             return []
-        if self.fmt == "trl":
-            return self._poll_trl()
+        if self.reader is None and self.exists() and _told_by_path(self.path):
+            self._use(readers.detect(self.path, self.options))
+        if self._whole:
+            return self._poll_whole()
         out: list[Step] = []
         data = self._read_new()
         now = time.monotonic()
         if data:
             self._quiet_since = now
             self._lines(data, out)
-        elif self.fmt == "csv" and now - self._quiet_since >= self.settle_s:
-            done = self._csv.finish()  # a quiet file: the CSV step being read is complete
+            if self._whole:  # detected from its content just now
+                return self._poll_whole()
+        elif (
+            self.reader is not None
+            and self.reader.spans_lines
+            and now - self._quiet_since >= self.settle_s
+        ):
+            done = self._asm.finish()  # a quiet file: the step being read is complete
             if done is not None:
                 out.append(self._step_of(done))
         return out
 
     def close(self) -> list[Step]:
         """The trainer has finished: what is left (a last line without its newline, the
-        CSV step being read)."""
-        out = [] if self.fmt == "trl" else self.poll()
-        if self.fmt != "trl" and self._partial.strip() and self.error is None:
+        step being read)."""
+        out = self._poll_whole() if self._whole else self.poll()
+        if not self._whole and self.error is None and self.reader is None and self._partial.strip():
+            self._lines(b"", out, final=True)
+            if self._whole:
+                out += self._poll_whole()
+        if not self._whole and self._partial.strip() and self.error is None:
             text = self._partial.decode("utf-8", errors="replace")
             self._partial = b""
             self._lines(text.encode() + b"\n", out)
             if self.error is not None:  # a line cut off for good: said, not fatal
                 self.error, self.half_line = None, text[:80]
-        if self.fmt == "csv" and (done := self._csv.finish()) is not None:
+        if (
+            self.reader is not None
+            and self.reader.spans_lines
+            and (done := self._asm.finish()) is not None
+        ):
             out.append(self._step_of(done))
         if self._fh is not None:
             self._fh.close()
             self._fh = None
         return out
 
-    # --- TRL's trainer_state.json -----------------------------------------------------
+    # --- whole files: trainer_state.json, TensorBoard, MLflow, trackio, ... ------------
 
-    def _poll_trl(self) -> list[Step]:
-        try:
-            st = os.stat(self.path)
-        except OSError:
+    def _poll_whole(self) -> list[Step]:
+        reader = self.reader
+        assert isinstance(reader, readers.WholeReader)
+        if not self.exists():
             return []
-        sig = (st.st_size, st.st_mtime)
-        if sig == self._trl_sig:
+        sig = reader.signature(self.path)
+        if sig == self._sig:
             return []
         try:
-            doc = json.loads(self.path.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+            entries = reader.entries(self.path)
+        except readers.Busy:
             return []  # being rewritten: read it at the next poll
-        self._trl_sig = sig
-        history = doc.get("log_history") if isinstance(doc, dict) else None
-        if not isinstance(history, list):
-            raise LogError(f"{self.path}: no log_history list; is it TRL's trainer_state.json?")
+        self._sig = sig
+        last, given = self._last_step, set(self._given)
         out: list[Step] = []
-        for i, item in enumerate(history):
-            if not isinstance(item, dict) or "step" not in item:
-                continue
-            if self._last_step is not None and item["step"] < self._last_step:
+        for i, e in enumerate(entries):
+            if last is not None and e.step < last:
                 continue  # given at an earlier read (or before a resume): not new
-            line = json.dumps(item)
-            entry = parse_line(line, "jsonl", f"{self.path} log_history[{i}]")
-            if entry is None:
-                continue
-            if self._last_step is not None and entry.step == self._last_step and i < self._seen:
-                continue
-            self._take(entry, f"log_history[{i}]", out)
-        self._seen = len(history)
+            if last is not None and e.step == last:
+                new = {k: v for k, v in e.metrics.items() if k not in given}
+                if not new:
+                    continue
+                e = Entry(e.step, new, e.ignored, e.form)
+            self._take(e, f"entry {i + 1}", out)
         return out

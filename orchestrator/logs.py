@@ -1,188 +1,77 @@
 """Metrics logs written elsewhere, read as a stream of steps (what replay and watch read).
 
-Formats, told apart by content (a ``.csv`` suffix forces CSV):
+The formats are ``orchestrator.readers``' (JSON lines and verl's file logger, CSV long
+or wide, TRL's ``trainer_state.json``, console output of transformers/TRL and verl,
+TensorBoard, MLflow, trackio, JSON histories, notebooks, ``name: value`` lines), detected
+from the path (``readers.detect``) unless ``--format NAME`` forces one.
 
-- JSON lines, one step per line: ``{"step": N, "<metric>": value, ...}``;
-- verl's file logger (``trainer.logger=[..., "file"]``, which appends
-  ``{"step": N, "data": {...}}`` per step; other top-level keys such as
-  ``elapsed_seconds`` are ignored);
-- CSV with columns ``step,name,value`` (a header row is optional), a step's rows together.
-
-**Order.** A log is read as a trainer writes it: in step order, never held whole.
-Consecutive lines of the same step are one step (a figure given twice keeps the later
-value). A line whose step is below the step being read, or repeats a step already
-finished, is skipped, counted, and reported with its first example (a trainer resumed
-from an earlier checkpoint writes such lines; the first values are kept).
+**Order.** A log is read as a trainer writes it: in step order, never held whole (a
+file read whole by its reader, a TensorBoard log say, is read whole there and streamed
+from here). Consecutive entries of the same step are one step (a figure given twice
+keeps the later value). An entry whose step is below the step being read, or repeats a
+step already finished, is skipped, counted, and reported with its first example (a
+trainer resumed from an earlier checkpoint writes such lines; the first values are kept).
 
 Non-numeric values (verl's logger writes whatever it cannot serialise as a string) and
 nulls are left out and their names reported; ``NaN`` is kept. A line that is not valid
 raises :class:`LogError` naming the file and the line number.
 
 Call :func:`open_log` (a :class:`LogStream`: iterate it for rows; its ``report`` says
-what was read and skipped), :func:`read_log` (a small log, whole), or, line by line,
-:func:`parse_line` with a :class:`StepAssembler` (``gapwatch watch`` does so on a file
-that is still being written).
+what was read and skipped), :func:`read_log` (a small log, whole), or, entry by entry,
+a reader with a :class:`StepAssembler` (``gapwatch watch`` does so on a file that is
+still being written). :class:`NameMapper` adds gapwatch's names to another trainer's.
 """
 
 from __future__ import annotations
 
-import csv
-import json
-import math
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import orjson
+import yaml
+
+from orchestrator import readers
+from orchestrator.readers import MAX_LINE, MAX_STEP, Entry, LogError, ReadOptions
+from orchestrator.readers.jsonl import FLAT_EXAMPLE
 
 __all__ = [
+    "FLAT_EXAMPLE",
     "FORMATS",
+    "MAX_LINE",
+    "MAX_STEP",
+    "Entry",
     "LogError",
     "LogReport",
     "LogStream",
     "MetricsLog",
+    "NameMapper",
+    "ReadOptions",
     "StepAssembler",
     "detect_format",
+    "load_name_map",
     "open_log",
     "parse_line",
     "read_log",
 ]
 
-FLAT_EXAMPLE = '{"step": 1, "critic/score/mean": 0.5}'
-MAX_LINE = 1 << 20
-"""Longest line read (1 MiB): a step's figures fit many times over; a longer line is not a
-metrics log (or is a runaway write), and reading it whole would hold it in memory."""
-MAX_STEP = 1_000_000_000
-"""Largest step number taken (steps are whole numbers from 0)."""
-FORMATS = ("jsonl", "verl", "csv")
-"""The log formats by name (``verl`` lines are JSON too; a file may mix both)."""
+FORMATS = tuple(readers.format_names())
+"""``--format`` values: ``auto``, every reader's name, and the older ``verl``/``trl``."""
 
 Row = dict[str, Any]
 
 
-class LogError(ValueError):
-    """A metrics log that cannot be read, with where and how to fix it."""
-
-
-@dataclass(frozen=True)
-class Entry:
-    """What one line says: a step and some of its figures."""
-
-    step: int
-    metrics: dict[str, float]
-    ignored: tuple[str, ...] = ()
-    """Names whose values were not numbers."""
-    form: str = "jsonl"
-    """``jsonl``, ``verl`` or ``csv``: the form of this line."""
-
-
-def _step(raw: Any, where: str) -> int:
-    if isinstance(raw, str):
-        try:
-            raw = float(raw.strip())
-        except ValueError:
-            raise LogError(f"{where}: step {raw!r} is not a number") from None
-    if isinstance(raw, bool) or not isinstance(raw, int | float):
-        raise LogError(f'{where}: needs an integer "step" (got {raw!r})')
-    if not math.isfinite(raw) or raw != int(raw):
-        raise LogError(f"{where}: step {raw!r} is not an integer")
-    if not 0 <= raw <= MAX_STEP:
-        raise LogError(f"{where}: step {raw!r} is out of range; steps run from 0 to {MAX_STEP:,}")
-    return int(raw)
-
-
-def _loads(text: str) -> Any:
-    """orjson (several times faster: replay reads every line); Python's json for what
-    orjson refuses but Python writes, the ``NaN`` / ``Infinity`` tokens."""
-    try:
-        return orjson.loads(text)
-    except orjson.JSONDecodeError:
-        return json.loads(text)
-
-
-def _json_entry(text: str, where: str) -> Entry:
-    try:
-        obj = _loads(text)
-    except json.JSONDecodeError as e:
-        raise LogError(
-            f"{where}: not valid JSON ({e.msg} at column {e.colno}); each line must be "
-            f"one JSON object like {FLAT_EXAMPLE}"
-        ) from None
-    if not isinstance(obj, dict):
-        raise LogError(f"{where}: expected a JSON object like {FLAT_EXAMPLE}, got {text[:40]}")
-    if "step" not in obj:
-        raise LogError(f'{where}: no "step" key; each line needs one, like {FLAT_EXAMPLE}')
-    step = _step(obj["step"], where)
-    verl = isinstance(obj.get("data"), dict)
-    raw = obj["data"] if verl else obj
-    # json gives floats, ints, bools, None, str, lists, dicts: keep the numbers (not bools)
-    metrics = {k: v for k, v in raw.items() if type(v) is float and k != "step"}
-    if len(metrics) < len(raw) - (0 if verl else 1):
-        for k, v in raw.items():
-            if type(v) is int and k != "step":
-                metrics[k] = float(v)
-        ignored = tuple(k for k in raw if k not in metrics and (verl or k != "step"))
-    else:
-        ignored = ()
-    return Entry(step, metrics, ignored, "verl" if verl else "jsonl")
-
-
-def _csv_entry(text: str, where: str) -> Entry | None:
-    try:
-        cells = [c.strip() for c in next(csv.reader([text]), [])]
-    except csv.Error as exc:
-        raise LogError(f"{where}: not a CSV row step,name,value ({exc})") from None
-    if not cells or all(not c for c in cells):
-        return None
-    if [c.lower() for c in cells] == ["step", "name", "value"]:
-        return None  # the header
-    if cells[0].lower() == "step":  # a wide CSV's header (one column per metric)
-        raise LogError(
-            f"{where}: a CSV log has one metric per row under the header step,name,value; "
-            f"this header is {','.join(cells)[:60]} (a column per metric: write it as JSONL)"
-        )
-    if len(cells) != 3:
-        raise LogError(
-            f"{where}: expected 3 columns step,name,value, got {len(cells)} ({','.join(cells)[:60]})"
-        )
-    step = _step(cells[0], where)
-    name, value = cells[1], cells[2]
-    if not name:
-        raise LogError(f"{where}: empty metric name")
-    if not value:
-        return Entry(step, {}, (name,), "csv")
-    try:
-        v = float(value)
-    except ValueError:
-        raise LogError(f"{where}: value {value!r} of {name!r} is not a number") from None
-    return Entry(step, {name: v}, (), "csv")
-
-
 def parse_line(text: str, fmt: str, where: str) -> Entry | None:
-    """One line of a log in format ``fmt`` (``csv``, or JSON for the others); None for a
-    blank line or a CSV header."""
-    text = text.strip()
-    if not text:
-        return None
-    if fmt == "csv":
-        return _csv_entry(text, where)
-    return _json_entry(text, where)
+    """One line of a JSON-lines (``jsonl``/``verl``) or CSV (``csv``) log; None for a
+    blank line or a header. (Other formats: a reader from ``orchestrator.readers``.)"""
+    reader = readers.get("csv" if fmt == "csv" else "jsonl")
+    assert isinstance(reader, readers.LineReader)
+    return reader.line(text, where)
 
 
 def detect_format(path: Path, head: str) -> str:
-    """``csv`` or ``jsonl`` (JSON lines, verl's form included) from the file's name and
-    its first non-blank line."""
-    if path.suffix.lower() == ".csv":
-        return "csv"
-    if head.lstrip().startswith("{"):
-        return "jsonl"
-    if head.count(",") == 2:
-        return "csv"
-    raise LogError(
-        f"cannot tell the format of {path}: expected JSON lines ({FLAT_EXAMPLE}) "
-        "or CSV with columns step,name,value"
-    )
+    """The format name of ``path`` whose start reads ``head`` (LogError: none fits)."""
+    return readers.detect(path, head=head).name
 
 
 @dataclass
@@ -191,7 +80,8 @@ class LogReport:
 
     path: Path
     format: str = "jsonl"
-    """``jsonl``, ``verl`` (file-logger form on every line) or ``csv``."""
+    """The reader's name (``orchestrator.readers``); ``verl`` for JSON lines in verl's
+    file-logger form on every line."""
     steps: int = 0
     first_step: int | None = None
     last_step: int | None = None
@@ -203,6 +93,8 @@ class LogReport:
     """Lines skipped because their step was out of order or repeated."""
     first_skip: str | None = None
     """The first such line, as ``line 12: step 5 after step 7``."""
+    notes: list[str] = field(default_factory=list)
+    """What the reader says about how it read the log (how steps were inferred)."""
 
     @property
     def ignored(self) -> set[str]:
@@ -259,36 +151,46 @@ class StepAssembler:
         rep.first_step = done["step"] if rep.first_step is None else rep.first_step
         rep.last_step = done["step"]
         rep.names.update(done)
-        rep.format = (
-            "verl" if self._forms == {"verl"} else "csv" if "csv" in self._forms else "jsonl"
-        )
+        forms = self._forms
+        if forms == {"verl"} or forms <= {"verl", "jsonl"}:
+            rep.format = "verl" if forms == {"verl"} else "jsonl"
+        elif len(forms) == 1:
+            rep.format = next(iter(forms))
         return done
 
 
 class LogStream:
-    """A complete log, read line by line: iterate it (once) for its steps, in order."""
+    """A complete log, read entry by entry: iterate it (once) for its steps, in order."""
 
-    def __init__(self, path: Path | str) -> None:
+    def __init__(
+        self, path: Path | str, fmt: str = "auto", options: ReadOptions | None = None
+    ) -> None:
         self.path = Path(path)
         if not self.path.exists():
             raise LogError(f"log file {self.path} does not exist")
-        if not self.path.is_file():
-            raise LogError(f"{self.path} is not a file; pass a .jsonl or .csv metrics log")
-        head = ""
-        try:
-            with self.path.open(encoding="utf-8") as fh:
-                head = next((ln for ln in fh if ln.strip()), "")
-        except UnicodeDecodeError:
-            raise LogError(
-                f"{self.path} is not UTF-8 text; pass a .jsonl or .csv metrics log"
-            ) from None
-        if not head:
-            raise LogError(f"{self.path} is empty; it needs one line per step")
-        self.fmt = detect_format(self.path, head)
+        if fmt == "auto":
+            self.reader = readers.detect(self.path, options)
+        else:
+            self.reader = readers.get(fmt, options)
+            if self.path.is_dir() and not self.reader.whole:
+                raise LogError(f"{self.path} is a folder; a {fmt} log is a file")
+        self.fmt = self.reader.name
         self.report = LogReport(self.path, format=self.fmt)
 
-    def __iter__(self) -> Iterator[Row]:
-        asm = StepAssembler(self.report)
+    def _entries(self) -> Iterator[tuple[Entry, str]]:
+        reader = self.reader
+        if isinstance(reader, readers.WholeReader):
+            try:
+                got = reader.entries(self.path)
+            except readers.Busy:
+                raise LogError(f"{self.path} is being rewritten; try again") from None
+            for i, e in enumerate(got):
+                yield e, f"entry {i + 1}"
+            return
+        assert isinstance(reader, readers.LineReader)
+        if self.path.is_dir():
+            raise LogError(f"{self.path} is not a file; pass a metrics log")
+        reader.prepare(self.path)
         try:
             with self.path.open(encoding="utf-8", newline="") as fh:
                 for i, line in enumerate(iter(lambda: fh.readline(MAX_LINE + 1), ""), start=1):
@@ -297,22 +199,27 @@ class LogStream:
                             f"{self.path} line {i} is longer than {MAX_LINE >> 20} MiB: not a "
                             "metrics log line (one step's figures per line)"
                         )
-                    entry = parse_line(line, self.fmt, f"{self.path} line {i}")
-                    if entry is not None and (done := asm.add(entry, f"line {i}")) is not None:
-                        yield done
+                    entry = reader.line(line, f"{self.path} line {i}")
+                    if entry is not None:
+                        yield entry, f"line {i}"
         except UnicodeDecodeError:
-            raise LogError(
-                f"{self.path} is not UTF-8 text; pass a .jsonl or .csv metrics log"
-            ) from None
+            raise LogError(f"{self.path} is not UTF-8 text; pass a metrics log") from None
+
+    def __iter__(self) -> Iterator[Row]:
+        asm = StepAssembler(self.report)
+        for entry, where in self._entries():
+            if (done := asm.add(entry, where)) is not None:
+                yield done
         if (done := asm.finish()) is not None:
             yield done
+        self.report.notes = list(self.reader.notes)
         if not self.report.steps:
-            raise LogError(f"{self.path} holds no steps")
+            raise LogError(f"{self.path} holds no steps ({self.fmt} format)")
 
 
-def open_log(path: Path | str) -> LogStream:
-    """A log to stream (checks that it exists, is text, and has a known format)."""
-    return LogStream(path)
+def open_log(path: Path | str, fmt: str = "auto", options: ReadOptions | None = None) -> LogStream:
+    """A log to stream (checks that it exists and has a known format; ``fmt`` forces one)."""
+    return LogStream(path, fmt, options)
 
 
 @dataclass
@@ -333,9 +240,9 @@ class MetricsLog:
         return {k for r in self.rows for k in r if k != "step"}
 
 
-def read_log(path: Path | str) -> MetricsLog:
+def read_log(path: Path | str, fmt: str = "auto", options: ReadOptions | None = None) -> MetricsLog:
     """Read a whole log into memory (for small logs; replay and watch stream instead)."""
-    stream = open_log(path)
+    stream = open_log(path, fmt, options)
     rows = list(stream)
     rep = stream.report
     return MetricsLog(
@@ -343,37 +250,127 @@ def read_log(path: Path | str) -> MetricsLog:
     )
 
 
+def gapwatch_names() -> set[str]:
+    """Every metric name gapwatch knows (``correction.names``: its constants, and the
+    per-slice, per-quantile and per-turn names built from them)."""
+    from correction import names as N
+
+    base = {v for k, v in vars(N).items() if k.isupper() and isinstance(v, str) and "/" in v}
+    out = set(base)
+    for sl in N.SLICES:
+        out.update(N.tail(sl, q) for q in N.QUANTILES)
+        out.add(N.ess(sl))
+        out.update(N.sliced(n, sl) for n in base)
+    for fig in N.TURN_FIGURES:
+        out.update(N.by_turn(fig, b) for b in N.TURN_BUCKETS)
+    return out
+
+
+def load_name_map(path: Path | str) -> dict[str, str]:
+    """A user's name map, ``{their_name: gapwatch_name}`` in YAML, checked: every target
+    must be one of gapwatch's names (``correction.names``)."""
+    path = Path(path)
+    if not path.is_file():
+        raise LogError(f"name map {path} does not exist")
+    try:
+        doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (yaml.YAMLError, UnicodeDecodeError) as exc:
+        raise LogError(
+            f"name map {path} is not valid YAML: {' '.join(str(exc).split())[:120]}"
+        ) from None
+    if not isinstance(doc, dict) or not doc:
+        raise LogError(
+            f"name map {path} must map your names to gapwatch's: {{reward: critic/score/mean}}"
+        )
+    valid = gapwatch_names()
+    out: dict[str, str] = {}
+    for theirs, ours in doc.items():
+        if not isinstance(theirs, str) or not isinstance(ours, str):
+            raise LogError(f"name map {path}: {theirs!r}: {ours!r} is not a name: name pair")
+        if ours not in valid:
+            from correction import names as N
+
+            listed = sorted(
+                v for k, v in vars(N).items() if k.isupper() and isinstance(v, str) and "/" in v
+            )
+            raise LogError(
+                f"name map {path}: unknown gapwatch name {ours!r} (for {theirs!r}); valid: "
+                + ", ".join(listed)
+            )
+        out[theirs] = ours
+    return out
+
+
+TRAIN_PREFIX = "train/"
+"""transformers' reporters (TensorBoard, W&B, trackio) write ``train/loss`` for the
+``loss`` a trainer logged; the maps look names up without it."""
+
+
 class NameMapper:
     """Adds gapwatch's names to rows of a log written by another trainer
-    (``correction.name_maps``): the source is told from the first row's names, unless
-    given, and kept for the rest of the log."""
+    (``correction.name_maps``): the source is told from the first row with a trainer's
+    own names, unless given, and kept for the rest of the log. ``source`` may also be a user's YAML name
+    map (:func:`load_name_map`), applied before the built-in maps."""
 
     def __init__(self, source: str = "auto") -> None:
         from correction import name_maps
 
+        self.user: dict[str, str] = {}
+        if source not in ("auto", *name_maps.SOURCES) and (
+            source.endswith((".yaml", ".yml")) or Path(source).is_file()
+        ):
+            self.user = load_name_map(source)
+            source = "auto"
         if source != "auto" and source not in name_maps.SOURCES:
             raise LogError(
-                f"unknown metric names {source!r}; valid: auto, {', '.join(name_maps.SOURCES)}"
+                f"unknown metric names {source!r}; valid: auto, {', '.join(name_maps.SOURCES)}, "
+                "or a YAML name map file"
             )
         self.source: str | None = None if source == "auto" else source
+        self._auto = source == "auto"
         self.used: dict[str, str] = {}
         """Foreign name -> gapwatch name, for every mapping applied."""
 
     def __call__(self, row: dict[str, Any]) -> dict[str, Any]:
         from correction import name_maps
 
-        if self.source is None:
-            self.source = name_maps.detect(row)
+        out = dict(row)
+        for theirs, ours in self.user.items():
+            if theirs in row and ours not in row:
+                out[ours] = row[theirs]
+                self.used.setdefault(theirs, ours)
+        # the maps' view: transformers' "train/" prefix off where no such name is there
+        view = {
+            (
+                k[len(TRAIN_PREFIX) :]
+                if k.startswith(TRAIN_PREFIX) and k[len(TRAIN_PREFIX) :] not in out
+                else k
+            ): v
+            for k, v in out.items()
+        }
+        original = {
+            (
+                k[len(TRAIN_PREFIX) :]
+                if k.startswith(TRAIN_PREFIX) and k[len(TRAIN_PREFIX) :] not in out
+                else k
+            ): k
+            for k in out
+        }
+        if self.source is None or (self._auto and self.source == "gapwatch"):
+            # told from the first row with a trainer's marks (a first row of timings has none)
+            self.source = name_maps.detect(view)
         table = name_maps.MAPS[self.source]  # type: ignore[index]
-        for name in row:
+        for name, v in view.items():
             m = table.get(name)
-            if m is not None and name not in self.used and m.name not in row:
-                self.used[name] = m.name
-        return name_maps.mapped(row, self.source)  # type: ignore[arg-type]
+            if m is not None and m.name not in out:
+                out[m.name] = v
+                self.used.setdefault(original[name], m.name)
+        return out
 
     def describe(self) -> str | None:
-        """``TRL's names, mapped: reward -> critic/score/mean, ...`` (None: nothing mapped)."""
+        """``trl names, mapped: reward -> critic/score/mean, ...`` (None: nothing mapped)."""
         if not self.used:
             return None
         pairs = ", ".join(f"{a} -> {b}" for a, b in self.used.items())
-        return f"{self.source} names, mapped: {pairs}"
+        who = "your map's and " + str(self.source) if self.user else str(self.source)
+        return f"{who} names, mapped: {pairs}"

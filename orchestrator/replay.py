@@ -28,7 +28,7 @@ from rich.table import Table
 
 from orchestrator import rules as R
 from orchestrator.console import plain
-from orchestrator.logs import LogReport, NameMapper, open_log
+from orchestrator.logs import LogReport, NameMapper, ReadOptions, open_log
 
 __all__ = ["ReplayResult", "replay", "replay_cli", "ruleset_for"]
 
@@ -156,6 +156,10 @@ def _print(
     )
     if mapped is not None:
         con.print(escape(mapped))
+    for read in (log, control):
+        if read is not None:
+            for told in read.notes:
+                con.print(f"{escape(str(read.path))}: read as {read.format}: {escape(told)}")
     for rep in (log, control):
         if rep is not None and (note := rep.skipped_text()) is not None:
             con.print(f"[yellow]{escape(str(rep.path))}[/]: {escape(note)}")
@@ -209,18 +213,23 @@ def replay_cli(
     rules: str | None,
     config: Path | None,
     as_json: bool,
+    fmt: str = "auto",
+    names: str = "auto",
+    options: ReadOptions | None = None,
 ) -> int:
     """``gapwatch replay``: print the decisions and the verdict; 0 whether or not a rule fired.
 
     Raises ValueError (one line, naming the file and line) for bad input.
     """
     rs = ruleset_for(rules, config)
-    run = open_log(log)
-    ctl = None if control is None else open_log(control)
-    names, ctl_names = NameMapper(), NameMapper()
-    res = replay((names(r) for r in run), None if ctl is None else (ctl_names(r) for r in ctl), rs)
+    run = open_log(log, fmt, options)
+    ctl = None if control is None else open_log(control, fmt, options)
+    mapper, ctl_mapper = NameMapper(names), NameMapper(names)
+    res = replay(
+        (mapper(r) for r in run), None if ctl is None else (ctl_mapper(r) for r in ctl), rs
+    )
     if as_json:
         print(json.dumps(res.to_json(), allow_nan=False))
     else:
-        _print(res, run.report, None if ctl is None else ctl.report, rs, names.describe())
+        _print(res, run.report, None if ctl is None else ctl.report, rs, mapper.describe())
     return 0

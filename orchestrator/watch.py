@@ -31,7 +31,7 @@ from typing import Any
 from orchestrator.console import plain
 from orchestrator.errors import GapwatchError
 from orchestrator.follow import FOLLOW_FORMATS, LogFollower, Step
-from orchestrator.logs import LogError, NameMapper
+from orchestrator.logs import LogError, NameMapper, ReadOptions
 from orchestrator.rules import Decision, RuleSet
 from orchestrator.tracked import TrackedRun
 from store import Store, identity
@@ -54,9 +54,12 @@ class WatchOptions:
     name: str | None = None
     """The run's name in that sweep (its trial key); default: the log file's stem."""
     fmt: str = "auto"
-    """``auto``, ``jsonl``, ``verl``, ``csv`` or ``trl`` (``trainer_state.json``)."""
+    """``auto`` (told by name and content) or a reader's name (``orchestrator.readers``)."""
     names: str = "auto"
-    """Whose metric names the log uses: ``auto``, ``gapwatch``, ``verl``, ``trl``."""
+    """Whose metric names the log uses: ``auto``, ``gapwatch``, ``verl``, ``trl``, or a
+    YAML name map file ``{their_name: gapwatch_name}``."""
+    read: ReadOptions = field(default_factory=ReadOptions)
+    """What the log does not say: the step field or pattern, the logging interval."""
     ruleset: RuleSet | None = None
     """The rules (None: every rule with its defaults)."""
     from_start: bool = True
@@ -173,7 +176,7 @@ class _Control:
         path = Path(spec)
         name = f"{path.stem}-control"
         self.pair = f"watch/{name}"
-        self.follower = LogFollower(path, opts.fmt, from_start=True)
+        self.follower = LogFollower(path, opts.fmt, from_start=True, options=opts.read)
         ident = identity.RunIdentity(
             seed=opts.seed, task="watch", model=name, settings="external", role="control",
             pair=self.pair,
@@ -219,7 +222,7 @@ def watch(opts: WatchOptions, db_url: str | None) -> int:
             f"--pid {opts.pid}: no such process (it has exited or never ran); give the "
             "trainer's pid, or leave --pid out"
         )
-    follower = LogFollower(opts.log, opts.fmt, from_start=opts.from_start)
+    follower = LogFollower(opts.log, opts.fmt, from_start=opts.from_start, options=opts.read)
     say = lambda text: opts.say(plain(text))  # noqa: E731
     t0 = time.monotonic()
     if not follower.exists():
@@ -282,6 +285,8 @@ def watch(opts: WatchOptions, db_url: str | None) -> int:
         say(f"ignored a half-written last line: {follower.half_line!r}")
     if (note := follower.report.skipped_text()) is not None:
         say(note)
+    for note in follower.report.notes:
+        say(f"{follower.fmt}: {note}")
     control.finish(run)
     status = run.finish()
     say(f"run {run.run_id} {status}: {run.steps} steps, no rule stopped it")

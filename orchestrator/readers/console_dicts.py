@@ -1,0 +1,120 @@
+"""transformers / TRL console output: the dicts ``Trainer.log`` prints, one per logging
+event (``{'loss': '0.1', 'reward': 0.52, 'epoch': '0.03'}``: numbers, or numbers as
+text, as recent transformers print them), among progress bars, warnings and anything
+else a run prints.
+
+Each printed dict (a line holding ``{'...': ...}`` that ``ast.literal_eval`` reads) is an
+entry; every other line is noise, skipped. The trainer's summary at the end
+(``train_runtime``, ``train_loss``) is not a step. Evaluation dicts (``eval_*`` names
+only) join the step before them.
+
+The dicts carry no step; it is taken, in this order of preference, from:
+
+1. a ``step`` / ``global_step`` in the dict;
+2. ``--logging-steps K`` (the trainer's ``logging_steps``): the n-th dict is step n*K;
+3. the training progress bar's count (`` 2%|2  | 12/500 [``) printed before the dict:
+   transformers advances its bar to the trainer's global step before it prints the
+   step's dict (bars with a description, ``Loading ...: 50%|``, are other bars);
+4. the dict's row number (1, 2, ...): exact only for ``logging_steps=1``.
+
+``notes`` says which was used.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+from orchestrator.readers.base import Entry, LineReader, number, register, strip_ansi
+
+_DICT = re.compile(r"\{\s*'[^']+'\s*:")
+_BAR = re.compile(r"^\s*\d+%\|[^|]*\|\s*(\d+)/(\d+)\s*\[")
+"""transformers' training bar: no description before its percentage (the bars of
+loading, mapping and saving have one: ``Loading checkpoint shards: 50%|...``)."""
+SUMMARY = frozenset({"train_runtime", "train_samples_per_second", "train_steps_per_second"})
+
+
+def find_dict(text: str) -> dict[str, object] | None:
+    """The printed dict in a console line (None: there is none)."""
+    m = _DICT.search(text)
+    if m is None:
+        return None
+    end = text.rfind("}")
+    if end < m.start():
+        return None
+    try:
+        obj = ast.literal_eval(text[m.start() : end + 1])
+    except (ValueError, SyntaxError, MemoryError, RecursionError, TypeError):
+        return None
+    if not isinstance(obj, dict) or not all(isinstance(k, str) for k in obj):
+        return None
+    return obj
+
+
+@register("console_dicts")
+class ConsoleDicts(LineReader):
+    describe = "transformers/TRL console output (the printed {'loss': ...} dicts)"
+
+    def __init__(self, *a: object, **k: object) -> None:
+        super().__init__(*a, **k)  # type: ignore[arg-type]
+        self.rows = 0
+        self.bar: int | None = None
+        self.last_step: int | None = None
+        self.how: str | None = None
+
+    @classmethod
+    def sniff(cls, path: Path, head: str) -> bool:
+        return any(find_dict(strip_ansi(ln)) for ln in head.splitlines())
+
+    def _say(self, how: str) -> None:
+        if self.how != how:
+            self.how = how
+            self.notes.append(f"steps: {how}")
+
+    def line(self, text: str, where: str) -> Entry | None:
+        text = strip_ansi(text)
+        obj = None
+        for part in text.split("\r"):
+            if (bar := _BAR.match(part)) is not None:
+                self.bar = int(bar.group(1))
+            if (found := find_dict(part)) is not None:
+                obj = found
+        if obj is None or SUMMARY & set(obj):
+            return None
+        metrics: dict[str, float] = {}
+        ignored: list[str] = []
+        for k, v in obj.items():
+            x = number(v)
+            if x is None:
+                ignored.append(k)
+            else:
+                metrics[k] = x
+        if not metrics:
+            return None
+        if (
+            all(k.startswith("eval_") or k == "epoch" for k in metrics)
+            and self.last_step is not None
+        ):
+            return Entry(self.last_step, metrics, tuple(ignored), "console_dicts")
+        self.rows += 1
+        step = self._step(metrics)
+        self.last_step = step
+        return Entry(step, metrics, tuple(ignored), "console_dicts")
+
+    def _step(self, metrics: dict[str, float]) -> int:
+        for key in ("step", "global_step"):
+            v = metrics.get(key)
+            if v is not None and v == v and 0 <= v == int(v):
+                self._say(f"the dicts' {key!r}")
+                return int(v)
+        if self.options.logging_steps is not None:
+            self._say(f"row number x --logging-steps {self.options.logging_steps}")
+            return self.rows * self.options.logging_steps
+        if self.bar is not None and (self.last_step is None or self.bar > self.last_step):
+            self._say("the progress bar's count before each dict")
+            return self.bar
+        self._say(
+            "the row number (1, 2, ...): give --logging-steps K if the trainer logged every K steps"
+        )
+        return self.rows if self.last_step is None else max(self.rows, self.last_step + 1)
