@@ -189,9 +189,14 @@ class ControlView:
 
 @dataclass
 class State:
-    """A rule's memory of one run: how many steps it has seen (rules extend it)."""
+    """A rule's memory of one run: the rows it has read so far (rules extend it)."""
 
     seen: int = 0
+    """Rows the rule has read (rows without its figures are not read)."""
+    first_step: int | None = None
+    """The trainer step of the first row it read."""
+    prev: int | None = None
+    """The trainer step of the row it read before the one being judged."""
 
 
 # --- the rule base ---------------------------------------------------------------------
@@ -210,7 +215,16 @@ class Rule:
     """True where the rule can only decide with the paired control's history."""
 
     grace: Int = Field(default=0, ge=0)
-    """Steps at the start of a run during which the rule only continues."""
+    """Trainer steps at the start of training during which the rule only continues: it
+    decides at steps after ``grace`` (steps are the trainer's own numbers, whatever the
+    logging interval; a log logged every 5th step has no row inside a grace of 2)."""
+
+    def reads(self, row: Row) -> bool:
+        """Whether ``row`` holds a figure this rule reads (any name of its ``feeds``, NaN
+        and strings included). A row without one is passed over: the rule neither counts
+        it nor ends a streak with it, so a figure logged at every other row (or only at
+        some steps) is judged over the steps it was logged at."""
+        return not self.feeds or any(n in row for alt in self.feeds for n in alt)
 
     def can_feed(self, available: Iterable[str]) -> bool:
         """Whether a log holding the metric names ``available`` can feed this rule."""
@@ -228,10 +242,16 @@ class Rule:
     def observe(self, state: Any, row: Row, control: ControlView, step: int) -> Decision:
         """Take the run's next step, ``row`` at ``step`` (its state updated in place); the
         decision about it."""
+        # A row without the rule's figures is not one of its steps
+        if not self.reads(row):
+            return self._go_on(step)
         state.seen += 1
+        if state.first_step is None:
+            state.first_step = step
         self.update(state, row, control, step)
+        state.prev = step
         # If still in grace period, do not decide yet
-        if state.seen <= self.grace:
+        if step <= self.grace:
             return self._go_on(step)
         return self.decide(state, row, control, step)
 
@@ -260,13 +280,33 @@ class Rule:
 
 @dataclass
 class Streak(State):
-    """Steps in a row (up to the latest) that crossed the rule's line."""
+    """How long (in trainer steps, up to the latest row) the rule's line has been crossed."""
 
     n: int = 0
+    """Trainer steps the current crossing has lasted (0: the latest row does not cross)."""
+    since: int | None = None
+    """The step the current crossing is taken to have begun at."""
+
+
+def extend(state: Streak, crossing: bool, step: int) -> int:
+    """``state.n`` after a row at ``step`` that crosses (or not); call before ``state.prev``
+    moves on. A crossing is taken to have begun right after the last row that did not
+    cross (``prev + 1``; step 1 for the first row): the earliest it can have begun. So a
+    streak of ``k`` means ``k`` trainer steps, and a run logged every ``m``-th step
+    reaches it within ``m`` steps of the same run logged every step."""
+    if not crossing:
+        state.since = None
+        state.n = 0
+        return 0
+    if state.since is None:
+        state.since = state.prev + 1 if state.prev is not None else min(step, 1)
+    state.n = step - state.since + 1
+    return state.n
 
 
 class StreakRule(Rule):
-    """A rule that stops after ``k`` crossing steps in a row (``k`` is the subclass's)."""
+    """A rule that stops once its line has been crossed for ``k`` trainer steps in a row
+    (``k`` is the subclass's field)."""
 
     k: ClassVar[int]  # each subclass declares it as a field
 
@@ -278,7 +318,7 @@ class StreakRule(Rule):
         raise NotImplementedError
 
     def update(self, state: Any, row: Row, control: ControlView, step: int) -> None:
-        state.n = state.n + 1 if self.crosses(row, control, step) else 0
+        extend(state, self.crosses(row, control, step), step)
 
     def decide(self, state: Any, row: Row, control: ControlView, step: int) -> Decision:
         if state.n < self.k:

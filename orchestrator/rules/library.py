@@ -19,7 +19,7 @@ import statistics
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from pydantic import Field
 from pydantic.dataclasses import dataclass as checked
@@ -35,76 +35,189 @@ from orchestrator.rules.base import (
     State,
     Streak,
     StreakRule,
+    extend,
     register,
     value,
 )
 from workers.validation import Float, Int
 
 
+def spread(row: Row) -> float | None:
+    """A step's spread of rewards over its batch: ``critic/score/std``, or where a log has
+    no std (verl logs mean, min and max), a quarter of the range ``max - min`` (a batch of
+    a few hundred rewards spans about four standard deviations). The unit score rules
+    measure in: it scales with the reward, so a test in these units holds whatever the
+    reward's scale and offset."""
+    sd = value(row, N.SCORE_STD)
+    if sd is not None:
+        return abs(sd)
+    lo, hi = value(row, N.SCORE_MIN), value(row, N.SCORE_MAX)
+    return None if lo is None or hi is None else abs(hi - lo) / 4
+
+
+@dataclass
+class Baseline:
+    """A figure's median over the first ``steps`` trainer steps it was logged at (from
+    ``start``), known once a row after them has come."""
+
+    vals: list[float] = field(default_factory=list)
+    start: int | None = None
+    level: float | None = None
+    span: float | None = None
+    """The range (max - min) of the values in the window."""
+    done: bool = False
+
+    def feed(self, v: float | None, step: int, steps: int, *, positive: bool = False) -> None:
+        """One row's value (None: not a number); ``positive``: the window starts at the
+        first value above zero (a KL or a gradient norm that is 0 before any update)."""
+        if self.done:
+            return
+        if self.start is None:
+            if v is None or (positive and v <= 0):
+                return
+            self.start = step
+        if step < self.start + steps:
+            if v is not None:
+                self.vals.append(v)
+            return
+        self.done = True
+        self.level = statistics.median(self.vals) if self.vals else None
+        self.span = max(self.vals) - min(self.vals) if self.vals else None
+        self.vals = []
+
+
+@dataclass
+class Rolling:
+    """A figure's values over the latest ``window`` trainer steps."""
+
+    vals: deque[tuple[int, float]] = field(default_factory=deque)
+
+    def feed(self, v: float | None, step: int, window: int) -> float | None:
+        """Add the row at ``step``; the median over ``(step - window, step]`` (None: no
+        value there)."""
+        if v is not None:
+            self.vals.append((step, v))
+        while self.vals and self.vals[0][0] <= step - window:
+            self.vals.popleft()
+        return statistics.median(x for _, x in self.vals) if self.vals else None
+
+
+@dataclass
+class ScoreState(Streak):
+    """The early score and spread, and what crossed at the latest step."""
+
+    early: Baseline = field(default_factory=Baseline)
+    early_spread: Baseline = field(default_factory=Baseline)
+    best: float | None = None
+    crossed: Evidence | None = None
+
+
 @register("score_collapse")
 @checked(frozen=True, kw_only=True, config=CHECKED)
 class ScoreCollapse(StreakRule):
-    """Mean score below ``floor``, or below the control's at the same step by
-    ``control_margin``, for ``k`` steps in a row. Without a control only the floor test."""
+    """The mean score has fallen below its own early level by ``drop`` of its early spread,
+    or below the control's at the same step by ``control_margin`` spreads, for ``k``
+    trainer steps. No absolute floor: every test is in the run's (or the control's) own
+    units, so the decision is the same for any reward ``a*r + b`` (a > 0).
+
+    The early level is the median score of the first ``baseline_steps`` trainer steps;
+    the spread is the batch's reward std (:func:`spread`), its early median for the run;
+    for the control test the largest of that, the run's and the control's at the step. A run that
+    starts low and rises (most healthy real runs) never crosses the first test; a run
+    without a control is judged by it alone."""
 
     feeds = (frozenset({N.SCORE_MEAN}),)
-    control_feeds = frozenset({N.SCORE_MEAN})
+    control_feeds = frozenset({N.SCORE_MEAN, N.SCORE_STD, N.SCORE_MIN, N.SCORE_MAX})
 
     k: Int = Field(default=2, ge=1)  # type: ignore[misc]
-    """Consecutive crossing steps needed. The requirement is a stop within 2 steps of the
-    onset; k=2 stops at the 2nd crossing step, one step of slack for a single dip.
-    Calibration (k in 2..6, seeds 0-1): k=2 catches the most with no false stop; k=3
-    caught 49 of 54 instead of 53, with 278 steps late in total instead of 172."""
-    floor: Float | None = 0.01
-    """Score below this crosses. A collapsed policy of the quick preset neither calls the
-    tool nor solves tasks and scores -0.1 to +0.01 (ground truth), so the floor sits just
-    above it; a dead run scoring exactly 0 never crosses a floor of 0 (calibration,
-    seeds 0-1, floor alone: 0.01 caught 50 of 54 collapses, 168 steps late in total;
-    0.0 caught 49 of 54, 295 steps late). No dense control scored below +0.025 at any
-    step (8 seeds)."""
-    control_margin: Float | None = 0.6
-    """Also crosses where the control's score at the same step exceeds this run's by
-    more than this. Calibration (None, 0.3-0.6): 0.6 is the one that never stopped a
-    treatment that did not collapse on seeds 0-1; at 0.5 (the old default) it stopped
-    stalling runs that score about 0.03-0.1 beside a control at 0.6 (7 false stops on
-    seeds 0-1). The learned control reaches 0.5-0.6, so the margin mostly speeds up a
-    stop that the floor makes anyway."""
+    """Trainer steps the fall must last. The requirement is a stop within 2 steps of the
+    onset: k=2 stops at the 2nd crossing step, one step of slack for a single dip
+    (calibration on the ground truth, bench/calibrate_rules.md)."""
+    drop: Float | None = Field(default=0.4, gt=0)
+    """Crosses where the score is below its early level by more than this many early
+    spreads. Ground truth (bench/calibrate_rules.md): a collapsed policy of the quick
+    preset scores -0.1 to +0.01 from an early 0.15-0.2 with a batch std about 0.39
+    (0.4-0.75 spreads down); no dense control fell more than 0.1 spread below its early
+    level. Real runs (bench/results/real_runs_bench.md): healthy ones start low and rise."""
+    control_margin: Float | None = Field(default=1.2, gt=0)
+    """Crosses where the control's score at the same step exceeds this run's by more than
+    this many spreads. The old absolute margin 0.6 beside a control whose batch std is
+    about 0.5 (ground truth): 1.2 spreads."""
+    from_best: Float | None = Field(default=1.0, gt=0)
+    """Crosses where the score is below the best it has reached by more than this many
+    early spreads (a run that learned, then lost it; or one that lost it right after its
+    first steps). The mean of a batch moves by far less than the batch's own spread
+    from step to step; the ground truth's dense controls dipped at most 0.66 spreads
+    below their best."""
+    drop_without_spread: Float | None = Field(default=3.0, gt=0)
+    """Where the log has no batch spread (no std, min or max: a score-only log), the unit
+    is the range of the mean score over the early window, and the score must fall this
+    many such ranges below the early level. The range of 3 means is noise-sized, hence
+    the larger multiple; a run flat over its first steps (range 0) crosses on any fall."""
+    floor: Float | None = None
+    """Opt-in absolute floor: the score below this crosses too. Off by default: a floor
+    depends on the reward's scale (issue 18: the old floor 0.01 stopped 7 of 8 healthy
+    real runs whose rewards are negative by design or start low); set it only for a
+    reward whose scale you know."""
+    baseline_steps: Int = Field(default=3, ge=1)
+    """The first trainer steps whose median is the early level (step 1 is before any
+    update)."""
     grace: Int = Field(default=2, ge=0)
-    """The first 2 steps are noisy; with k=2 a run below zero from step 1 stops at step
-    3, still within the 2-step requirement."""
+    """The first 2 steps are noisy; with k=2 a run falling from step 4 on stops at step 5."""
 
-    def _control_score(self, control: ControlView, step: int) -> float | None:
-        c = control.at(step)
-        return None if c is None else value(c, N.SCORE_MEAN)
+    def start(self) -> ScoreState:
+        return ScoreState()
 
-    def crosses(self, row: Row, control: ControlView, step: int) -> bool:
+    def update(self, state: ScoreState, row: Row, control: ControlView, step: int) -> None:
         s = value(row, N.SCORE_MEAN)
-        if s is None:
-            return False
-        if self.floor is not None and s < self.floor:
-            return True
-        c = self._control_score(control, step)
-        return self.control_margin is not None and c is not None and c - s > self.control_margin
+        state.early.feed(s, step, self.baseline_steps)
+        state.early_spread.feed(spread(row), step, self.baseline_steps)
+        if s is not None:
+            state.best = s if state.best is None else max(state.best, s)
+        state.crossed = None if s is None else self._crossing(state, s, row, control, step)
+        extend(state, state.crossed is not None, step)
 
-    def evidence(self, state: Streak, row: Row, control: ControlView, step: int) -> Evidence:
-        s = value(row, N.SCORE_MEAN) or 0.0
-        ev: Evidence = {"score": s, "k": self.k, "streak": state.n}
-        below_floor = self.floor is not None and s < self.floor
-        ev["crossed"] = "floor" if below_floor else "control_margin"
-        if self.floor is not None:
-            ev["floor"] = self.floor
-        c = self._control_score(control, step)
-        if c is not None and self.control_margin is not None:
-            ev["control_score"] = c
-            ev["control_margin"] = self.control_margin
-        return ev
+    def _crossing(
+        self, state: ScoreState, s: float, row: Row, control: ControlView, step: int
+    ) -> Evidence | None:
+        own = state.early_spread.level
+        base = state.early.level
+        # The unit: the early batch spread, or where none is logged the early range of means
+        unit, drop, kind = own, self.drop, "early_spread"
+        if own is None:
+            unit, drop, kind = state.early.span, self.drop_without_spread, "early_range"
+        if drop is not None and base is not None and unit is not None and base - s > drop * unit:
+            return {"crossed": "own_early", "score": s, "early_score": base, kind: unit,
+                    "drop": drop, "units_below": (base - s) / unit if unit > 0 else "inf"}  # fmt: skip
+        best, top = state.best, self.from_best
+        if own is not None and top is not None and best is not None and best - s > top * own:
+            return {"crossed": "own_best", "score": s, "best_score": best, "early_spread": own,
+                    "from_best": top, "units_below": (best - s) / own if own > 0 else "inf"}  # fmt: skip
+        if self.floor is not None and s < self.floor:
+            return {"crossed": "floor", "score": s, "floor": self.floor}
+        c_row = control.at(step)
+        c = None if c_row is None else value(c_row, N.SCORE_MEAN)
+        if self.control_margin is None or c_row is None or c is None:
+            return None
+        units = [u for u in (spread(c_row), spread(row), own) if u is not None]
+        if not units:
+            return None
+        unit = max(units)
+        if c - s > self.control_margin * unit:
+            return {"crossed": "control_margin", "score": s, "control_score": c,
+                    "spread": unit, "control_margin": self.control_margin,
+                    "units_below": (c - s) / unit if unit > 0 else "inf"}  # fmt: skip
+        return None
+
+    def evidence(self, state: ScoreState, row: Row, control: ControlView, step: int) -> Evidence:
+        return dict(state.crossed or {})
 
 
 @register("length_runaway")
 @checked(frozen=True, kw_only=True, config=CHECKED)
 class LengthRunaway(StreakRule):
     """Interactions cut at the budget (clip ratio >= ``clip_level``) or tokens per
-    interaction >= ``budget_frac`` of the budget, for ``k`` steps in a row."""
+    interaction >= ``budget_frac`` of the budget, for ``k`` trainer steps in a row."""
 
     feeds = (
         frozenset({N.CLIP_RATIO}),
@@ -148,56 +261,265 @@ class LengthRunaway(StreakRule):
         return self._crossing(row) or {}
 
 
+@dataclass
+class SignalState(Streak):
+    """The early score and spread, the best score so far, the largest spread so far."""
+
+    early: Baseline = field(default_factory=Baseline)
+    early_spread: Baseline = field(default_factory=Baseline)
+    best: float | None = None
+    widest: float | None = None
+    crossed: Evidence | None = None
+
+
 @register("constant_advantage")
 @checked(frozen=True, kw_only=True, config=CHECKED)
 class ConstantAdvantage(StreakRule):
-    """Zero-advantage group fraction >= ``frac`` for ``k`` steps in a row (where a log has
-    no such figure, a step whose score min equals its max counts as fraction 1)."""
+    """No learning signal: the fraction of groups whose rewards are all equal (zero
+    advantage) is >= ``frac`` for ``k`` trainer steps, at any reward level, unless the
+    run is saturated (every group solved: its score at its best, a best it rose to).
+
+    Where a log has no such fraction, a step whose score min equals its max counts as
+    fraction 1, and one whose batch std is at most ``flat`` of its early std too (TRL's
+    ``reward_std``, verl's min and max). A run with no signal from its first steps is
+    stopped whatever its level (solved or dead, its groups teach nothing: the real run
+    pinned at 0.5, issue 18); a run that rose to its best and stays there is spared."""
 
     feeds = (
         frozenset({N.ZERO_ADV_FRAC}),
         frozenset({N.SCORE_MIN, N.SCORE_MAX}),
+        frozenset({N.SCORE_STD}),
     )
 
-    frac: Float = 0.8
+    frac: Float = Field(default=0.9, ge=0, le=1)
     """Four groups in five with equal rewards: little is learned. Calibration (0.8-1.0):
-    0.8 catches 47 of 54 collapses on seeds 0-1 with no false stop, guarded by
-    ``score_at_most``; a collapsed run of the quick preset has most but not all groups
-    uniform (an occasional lucky guess), so the old 0.95 with k=3 caught 29 of 54."""
+    0.8 on the ground truth, where a collapsed run of the quick preset has most but not
+    all groups uniform (an occasional lucky guess) and dense controls stay at 0.19-0.63."""
     k: Int = Field(default=2, ge=1)  # type: ignore[misc]
-    """Calibration (k in 2..5): 2 steps, no false stop, the least delay (0.95 with k=2:
-    38 of 54)."""
-    score_at_most: Float | None = 0.0
-    """Only cross where the mean score is at or below this (None: the fraction alone). A
-    group whose answers are all correct has zero advantage too; a run that solved the task
-    is not collapsing, and a dense control must never be stopped. Seed: the constant was
-    -0.1. Where a step has no mean score, the fraction alone decides."""
+    """Trainer steps the fraction must hold. Calibration (k in 2..5): 2."""
+    saturation: Float | None = Field(default=0.5, gt=0)
+    """Spared (saturated) where the score is within this many spreads of its best so far
+    and that best is more than this many spreads above the early level (spread: the
+    largest batch reward std seen so far, :func:`spread`). None: never spared. A group
+    whose answers are all right has zero advantage too; a run that solved its task is
+    not collapsing (the seed: the dead run's constant was -0.1, far below its best)."""
+    flat: Float = Field(default=0.05, ge=0, lt=1)
+    """Without a fraction or min/max: a batch std at most this share of its early median
+    counts as fraction 1 (the rewards stopped varying)."""
+    baseline_steps: Int = Field(default=3, ge=1)
+    """The first trainer steps whose median score (and std) is the early level."""
     grace: Int = Field(default=2, ge=0)
 
-    def _frac(self, row: Row) -> float | None:
+    def start(self) -> SignalState:
+        return SignalState()
+
+    def _frac(self, state: SignalState, row: Row) -> tuple[float, str] | None:
         f = value(row, N.ZERO_ADV_FRAC)
         if f is not None:
-            return f
+            return f, N.ZERO_ADV_FRAC
         lo, hi = value(row, N.SCORE_MIN), value(row, N.SCORE_MAX)
-        if lo is None or hi is None:
-            return None
-        return 1.0 if lo == hi else 0.0
+        if lo is not None and hi is not None:
+            return (1.0 if lo == hi else 0.0), "score min == max"
+        sd, early = value(row, N.SCORE_STD), state.early_spread.level
+        if sd is not None and early is not None:
+            return (1.0 if abs(sd) <= self.flat * early else 0.0), "score std vs early std"
+        return None
 
-    def crosses(self, row: Row, control: ControlView, step: int) -> bool:
-        f = self._frac(row)
-        if f is None or f < self.frac:
-            return False
-        s = value(row, N.SCORE_MEAN)
-        return self.score_at_most is None or s is None or s <= self.score_at_most
-
-    def evidence(self, state: Streak, row: Row, control: ControlView, step: int) -> Evidence:
-        ev: Evidence = {"zero_group_frac": self._frac(row) or 0.0, "frac": self.frac}
-        if value(row, N.ZERO_ADV_FRAC) is None:
-            ev["source"] = "score min == max"
-        s = value(row, N.SCORE_MEAN)
+    def update(self, state: SignalState, row: Row, control: ControlView, step: int) -> None:
+        s, sp = value(row, N.SCORE_MEAN), spread(row)
+        state.early.feed(s, step, self.baseline_steps)
+        state.early_spread.feed(value(row, N.SCORE_STD), step, self.baseline_steps)
         if s is not None:
-            ev["score"] = s
+            state.best = s if state.best is None else max(state.best, s)
+        if sp is not None:
+            state.widest = sp if state.widest is None else max(state.widest, sp)
+        state.crossed = self._crossing(state, row, s)
+        extend(state, state.crossed is not None, step)
+
+    def _crossing(self, state: SignalState, row: Row, s: float | None) -> Evidence | None:
+        got = self._frac(state, row)
+        if got is None or got[0] < self.frac:
+            return None
+        ev: Evidence = {"zero_group_frac": got[0], "frac": self.frac}
+        if got[1] != N.ZERO_ADV_FRAC:
+            ev["source"] = got[1]
+        if s is None:
+            return ev
+        ev["score"] = s
+        best, early, unit = state.best, state.early.level, state.widest
+        if self.saturation is None or best is None or early is None or unit is None:
+            return ev
+        # All groups solved: at its best, a best it rose to
+        if best - s <= self.saturation * unit and best - early > self.saturation * unit:
+            return None
+        ev.update({"best_score": best, "early_score": early})
         return ev
+
+    def evidence(self, state: SignalState, row: Row, control: ControlView, step: int) -> Evidence:
+        return dict(state.crossed or {})
+
+
+@dataclass
+class DropState(Streak):
+    """The figure's early level and what crossed at the latest step."""
+
+    early: Baseline = field(default_factory=Baseline)
+    rolling: Rolling = field(default_factory=Rolling)
+    crossed: Evidence | None = None
+
+
+class RelativeRule(StreakRule):
+    """A figure (``figure``) against its own early level: below ``frac`` of it
+    (``falls``) or, smoothed over ``window`` trainer steps, above ``factor`` times it
+    (blow-up), for ``k`` trainer steps. Shared by the length, entropy, KL and gradient
+    rules; each declares its fields."""
+
+    figure: ClassVar[str]
+    falls: ClassVar[bool]
+    positive_start: ClassVar[bool] = False
+    """The early window starts at the figure's first value above zero."""
+    baseline_steps: int
+    window: int
+
+    def start(self) -> DropState:
+        return DropState()
+
+    def _line(self, early: float) -> float | None:
+        raise NotImplementedError
+
+    def update(self, state: DropState, row: Row, control: ControlView, step: int) -> None:
+        v = value(row, self.figure)
+        state.early.feed(v, step, self.baseline_steps, positive=self.positive_start)
+        smooth = state.rolling.feed(v, step, self.window)
+        early = state.early.level
+        state.crossed = None
+        if v is not None and smooth is not None and early is not None and early > 0:
+            line = self._line(early)
+            if line is not None and (smooth < line if self.falls else smooth >= line):
+                state.crossed = {"figure": self.figure, "value": smooth, "early": early,
+                                 "line": line, "times_early": smooth / early}  # fmt: skip
+        extend(state, state.crossed is not None, step)
+
+    def evidence(self, state: DropState, row: Row, control: ControlView, step: int) -> Evidence:
+        return {**(state.crossed or {}), "window": self.window}
+
+
+@register("length_collapse")
+@checked(frozen=True, kw_only=True, config=CHECKED)
+class LengthCollapse(RelativeRule):
+    """Mean response length below ``frac`` of its own early level for ``k`` trainer steps:
+    completions collapsing to a few tokens (issue 18: a real run fell from 53 tokens to
+    2-5 while its summed reward rose)."""
+
+    feeds = (frozenset({N.RESPONSE_LENGTH_MEAN}),)
+    figure = N.RESPONSE_LENGTH_MEAN
+    falls = True
+
+    frac: Float | None = Field(default=0.2, gt=0, lt=1)
+    """Below a fifth of the early length. The real collapse fell to 0.04-0.09 of its early
+    length; healthy runs that learn to be concise shorten by far less
+    (bench/results/real_runs_bench.md); the ground truth's lengths never fell (dead runs
+    there run into the budget instead)."""
+    k: Int = Field(default=2, ge=1)  # type: ignore[misc]
+    """Trainer steps the collapse must last."""
+    baseline_steps: Int = Field(default=3, ge=1)
+    """The first trainer steps whose median is the early level."""
+    window: Int = Field(default=1, ge=1)
+    """Trainer steps the length is smoothed over (median) before comparing."""
+    grace: Int = Field(default=2, ge=0)
+
+    def _line(self, early: float) -> float | None:
+        return None if self.frac is None else self.frac * early
+
+
+@register("entropy_collapse")
+@checked(frozen=True, kw_only=True, config=CHECKED)
+class EntropyCollapse(RelativeRule):
+    """Mean token entropy (``actor/entropy``) below ``frac`` of its own early level for
+    ``k`` trainer steps: the policy became deterministic."""
+
+    feeds = (frozenset({N.ENTROPY}),)
+    figure = N.ENTROPY
+    falls = True
+
+    frac: Float | None = Field(default=0.1, gt=0, lt=1)
+    """Below a tenth of the early entropy. The real length collapse of issue 18 took the
+    entropy from 0.96 to 0.03 (0.03x); the ground truth's dense controls, which learn,
+    fall to 0.23x of their start (0.305 to 0.071), so a healthy sharpening is spared."""
+    k: Int = Field(default=2, ge=1)  # type: ignore[misc]
+    """Trainer steps the collapse must last."""
+    baseline_steps: Int = Field(default=3, ge=1)
+    """The first trainer steps whose median is the early level."""
+    window: Int = Field(default=1, ge=1)
+    """Trainer steps the entropy is smoothed over (median) before comparing."""
+    grace: Int = Field(default=2, ge=0)
+
+    def _line(self, early: float) -> float | None:
+        return None if self.frac is None else self.frac * early
+
+
+@register("kl_blowup")
+@checked(frozen=True, kw_only=True, config=CHECKED)
+class KlBlowup(RelativeRule):
+    """KL to the reference (``actor/kl_to_ref``), its median over ``window`` trainer
+    steps, at or above ``factor`` times its early level and at least ``min_kl`` nats,
+    for ``k`` trainer steps. The early window starts at the first KL above 0 (the KL is
+    0 before the first update)."""
+
+    feeds = (frozenset({N.KL_TO_REF}),)
+    figure = N.KL_TO_REF
+    falls = False
+    positive_start = True
+
+    factor: Float | None = Field(default=10.0, gt=1)
+    """Ten times the early level. The KL to the reference grows from 0 as any run learns
+    (ground truth: dense controls from 0.003 at step 2 to 0.08-0.29), so the factor alone
+    would stop every healthy run: ``min_kl`` sets the scale of a blow-up."""
+    min_kl: Float | None = Field(default=1.0, gt=0)
+    """A KL below this (nats per token) is never a blow-up. Ground truth: no run reached
+    0.6; a real KL blow-up runs to several nats. KL has units of its own, unlike the
+    reward, so a level in nats does not depend on the reward's scale."""
+    k: Int = Field(default=2, ge=1)  # type: ignore[misc]
+    """Trainer steps the blow-up must last."""
+    baseline_steps: Int = Field(default=3, ge=1)
+    """The trainer steps (from the first KL above 0) whose median is the early level."""
+    window: Int = Field(default=5, ge=1)
+    """The KL is the median over this many trainer steps, so a one-step spike does not
+    count."""
+    grace: Int = Field(default=2, ge=0)
+
+    def _line(self, early: float) -> float | None:
+        if self.factor is None:
+            return None
+        return max(self.factor * early, self.min_kl or 0.0)
+
+
+@register("grad_norm_blowup")
+@checked(frozen=True, kw_only=True, config=CHECKED)
+class GradNormBlowup(RelativeRule):
+    """Gradient norm (``actor/grad_norm``), its median over ``window`` trainer steps, at
+    or above ``factor`` times its early level for ``k`` trainer steps. The early window
+    starts at the first norm above 0 (a step with every weight masked has none)."""
+
+    feeds = (frozenset({N.GRAD_NORM}),)
+    figure = N.GRAD_NORM
+    falls = False
+    positive_start = True
+
+    factor: Float | None = Field(default=20.0, gt=1)
+    """Ten times the early level. Ground truth: single steps spike 35x in dense controls
+    (0.17 to 6.05), the median over 5 steps stays within 3x; collapsing treatments rise
+    2-5x."""
+    k: Int = Field(default=2, ge=1)  # type: ignore[misc]
+    """Trainer steps the blow-up must last."""
+    baseline_steps: Int = Field(default=3, ge=1)
+    """The trainer steps (from the first norm above 0) whose median is the early level."""
+    window: Int = Field(default=5, ge=1)
+    """The norm is the median over this many trainer steps: spikes do not count."""
+    grace: Int = Field(default=2, ge=0)
+
+    def _line(self, early: float) -> float | None:
+        return None if self.factor is None else self.factor * early
 
 
 @dataclass
@@ -205,7 +527,7 @@ class TailState(Streak):
     """The first steps' p95s (the baseline) and the latest ``window`` steps' p95s."""
 
     early: list[tuple[float | None, float | None]] = field(default_factory=list)
-    late: deque[tuple[float | None, float | None]] = field(default_factory=deque)
+    late: deque[tuple[int, tuple[float | None, float | None]]] = field(default_factory=deque)
     baseline: tuple[float | None, float | None] | None = None
     """The early medians (post-tool, text), once the baseline steps are all in."""
     growth: Evidence | None = None
@@ -215,7 +537,8 @@ class TailState(Streak):
 @checked(frozen=True, kw_only=True, config=CHECKED)
 class PostToolTailGrowth(Rule):
     """Rolling post-tool p95 |log-ratio| has grown ``factor`` times over its early baseline
-    and ``factor`` times more than the text slice's p95 has grown, for ``k`` steps."""
+    and ``factor`` times more than the text slice's p95 has grown, for ``k`` trainer
+    steps. Baseline and window are counted in trainer steps."""
 
     feeds = (frozenset({N.tail("post_tool", "p95"), N.tail("text", "p95")}),)
 
@@ -229,20 +552,22 @@ class PostToolTailGrowth(Rule):
     it catches 9 of 54 collapses there (6 of 59 held out, with 2 false stops), so the
     rule stays on as a late witness, and score_collapse does the catching."""
     baseline_steps: Int = Field(default=3, ge=1)
-    """The first steps whose median p95 is the baseline (step 1 is before any update)."""
+    """The first trainer steps whose median p95 is the baseline (step 1 is before any
+    update)."""
     window: Int = Field(default=3, ge=1)
-    """Rolling window: the median of the latest ``window`` p95 values, so a one-step
-    spike does not move it."""
+    """Rolling window: the median of the p95 values of the latest ``window`` trainer steps
+    (once that many have passed since the baseline), so a one-step spike does not move
+    it."""
     min_tail: Float = Field(default=0.01, gt=0)
     """Tails are floored at this |log-ratio| before taking ratios: below 1% the ratio is
     numerical noise (DESIGN.md: bf16 sampler vs fp32 trainer, mean gap 0.0008), and a
     dense fp32 sampler gives exactly 0."""
     k: Int = Field(default=2, ge=1)
-    """Consecutive steps the growth must hold."""
+    """Trainer steps the growth must hold."""
     grace: Int = Field(default=3, ge=0)
 
     def start(self) -> TailState:
-        return TailState(late=deque(maxlen=self.window))
+        return TailState()
 
     def _med(self, pairs: Iterable[tuple[float | None, float | None]], i: int) -> float | None:
         vals = [v for p in pairs if (v := p[i]) is not None]
@@ -250,21 +575,25 @@ class PostToolTailGrowth(Rule):
 
     def update(self, state: TailState, row: Row, control: ControlView, step: int) -> None:
         p95s = (value(row, N.tail("post_tool", "p95")), value(row, N.tail("text", "p95")))
-        if state.seen <= self.baseline_steps:
+        first = state.first_step if state.first_step is not None else step
+        ends = first + self.baseline_steps  # the first step after the baseline
+        if step < ends:
             state.early.append(p95s)
         else:
-            state.late.append(p95s)
-        state.growth = self._growth(state)
-        state.n = state.n + 1 if self._crosses(state.growth) else 0
+            state.late.append((step, p95s))
+            while state.late[0][0] <= step - self.window:
+                state.late.popleft()
+        full = step >= ends + self.window - 1
+        state.growth = self._growth(state) if full else None
+        extend(state, self._crosses(state.growth), step)
 
     def _growth(self, state: TailState) -> Evidence | None:
         """Growth figures at the latest step; None if not computable yet."""
-        if len(state.late) < self.window:
-            return None
         if state.baseline is None:  # the first steps never change: their medians once
             state.baseline = (self._med(state.early, 0), self._med(state.early, 1))
         bp, bt = state.baseline
-        rp, rt = self._med(state.late, 0), self._med(state.late, 1)
+        late = [p for _, p in state.late]
+        rp, rt = self._med(late, 0), self._med(late, 1)
         if bp is None or bt is None or rp is None or rt is None:
             return None
         return {
@@ -317,7 +646,8 @@ class EssCollapse(StreakRule):
     guard below it fires on few runs (4 of 54 there, 8 of 59 held out, no false stop);
     the old 0.2 with k=3 caught none of the 54."""
     baseline_steps: Int | None = Field(default=3, ge=1)
-    """The rule only fires where the median ESS of the first ``baseline_steps`` steps was
+    """The rule only fires where the median ESS of the first ``baseline_steps`` trainer
+    steps was
     at or above ``floor`` (None: the floor alone). Measured (examples/logs, tiny model,
     2-bit codec, lr 1e-4): the post-tool ESS is 0.01-0.68 from step 1 on while the score
     holds steady, so a low ESS from the start is the codec's gap (gap_vs_control's
@@ -338,7 +668,8 @@ class EssCollapse(StreakRule):
 
     def update(self, state: EssState, row: Row, control: ControlView, step: int) -> None:
         e = self._ess(row)
-        if self.baseline_steps is not None and state.seen <= self.baseline_steps and e:
+        first = state.first_step if state.first_step is not None else step
+        if self.baseline_steps is not None and step < first + self.baseline_steps and e:
             state.early.append(e[0])
         super().update(state, row, control, step)
 
@@ -397,6 +728,9 @@ class GapVsControl(Rule):
     def start(self) -> FirstState:
         return FirstState()
 
+    def reads(self, row: Row) -> bool:
+        return True  # the control's first step may come at any row of the run
+
     def update(self, state: FirstState, row: Row, control: ControlView, step: int) -> None:
         if state.first is None:
             state.first = {"step": step, **{k: row[k] for k in _GAPS if k in row}}
@@ -426,8 +760,10 @@ class GapVsControl(Rule):
 
 NON_FINITE_WATCHED: tuple[str, ...] = (
     N.SCORE_MEAN, N.PG_LOSS, "loss", N.GRAD_NORM, N.PROBS_DIFF_MEAN, N.ABS_LOG_RATIO_MEAN,
+    N.ENTROPY, N.KL_TO_REF,
 )  # fmt: skip
-"""The score, the loss (gapwatch's and a Trainer's ``loss``), the gradient norm and the gap."""
+"""The score, the loss (gapwatch's and a Trainer's ``loss``), the gradient norm, the gap,
+the entropy and the KL to the reference."""
 
 
 @dataclass
@@ -440,7 +776,7 @@ class NonFiniteState(Streak):
 @register("non_finite")
 @checked(frozen=True, kw_only=True, config=CHECKED)
 class NonFinite(Rule):
-    """Stop after ``k`` steps in a row in which any watched figure (``names``: the score,
+    """Stop after ``k`` trainer steps in a row in which any watched figure (``names``: the score,
     the loss, the gradient norm, the gap) is NaN or infinite.
 
     The one rule that reads non-finite values instead of passing over them: a NaN loss or
@@ -451,7 +787,7 @@ class NonFinite(Rule):
     feeds = tuple(frozenset({n}) for n in NON_FINITE_WATCHED)
 
     k: Int = Field(default=1, ge=1)
-    """Steps in a row needed. One: a NaN does not heal, and the optimiser state it has
+    """Trainer steps in a row needed. One: a NaN does not heal, and the optimiser state it has
     already poisoned makes every later step meaningless."""
     names: tuple[str, ...] = NON_FINITE_WATCHED
     """The figures watched."""
@@ -460,6 +796,9 @@ class NonFinite(Rule):
     def start(self) -> NonFiniteState:
         return NonFiniteState()
 
+    def reads(self, row: Row) -> bool:
+        return any(n in row for n in self.names)
+
     def update(self, state: NonFiniteState, row: Row, control: ControlView, step: int) -> None:
         bad = {}
         for nm in self.names:
@@ -467,7 +806,7 @@ class NonFinite(Rule):
             if isinstance(v, float) and not math.isfinite(v):
                 bad[nm] = "nan" if v != v else ("inf" if v > 0 else "-inf")
         state.bad = bad
-        state.n = state.n + 1 if bad else 0
+        extend(state, bool(bad), step)
 
     def decide(self, state: NonFiniteState, row: Row, control: ControlView, step: int) -> Decision:
         if state.n < self.k:

@@ -51,7 +51,9 @@ def test_cli_json_on_every_format(suffix: str) -> None:
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)  # exactly one JSON object on stdout
     assert set(out) == {"stopped", "rule", "step", "decisions", "skipped_rules"}
-    assert out["stopped"] is True and out["skipped_rules"] == []
+    # the seed's reconstruction logs no actor figures (entropy, KL, gradient norm)
+    actor = ["entropy_collapse", "grad_norm_blowup", "kl_blowup"]
+    assert out["stopped"] is True and out["skipped_rules"] == actor
     # DESIGN.md's seed: score below zero at step 6 -> stopped no later than step 8
     assert out["step"] <= 8 and out["rule"] in rules.names()
     first_stop = next(d for d in out["decisions"] if d["action"] == "stop")
@@ -168,7 +170,7 @@ def test_csv_with_or_without_header_nan_kept(tmp_path: Path) -> None:
         ("a.jsonl", '{"step": true, "x": 1}\n', 'line 1: needs an integer "step"'),
         ("a.jsonl", '{"step": 1}\n{"step": 2,\n', "line 2: not valid JSON"),
         ("a.csv", "step,name,value\n1,x\n", "line 2: expected 3 columns"),
-        ("a.csv", "step,score,x\n1,0.3\n", "line 2: 2 cells under a header of 3 columns"),
+        ("a.csv", "step,score,x\n1,0.3,2\n", "line 1: a CSV log has one metric per row"),
         ("a.csv", "step,name,value\none,x,1\n", "line 2: step 'one' is not a number"),
         ("a.csv", "1,x,high\n", "line 1: value 'high' of 'x' is not a number"),
         ("a.csv", "1,,0.5\n", "line 1: empty metric name"),
@@ -249,7 +251,8 @@ def test_rules_and_config_selection(tmp_path: Path, capsys: Any) -> None:
     out = json.loads(capsys.readouterr().out)
     assert "length_runaway" not in {d["rule"] for d in out["decisions"]}
     sc = next(d for d in out["decisions"] if d["rule"] == "score_collapse")
-    assert (sc["step"], sc["evidence"]["k"]) == (8, 3)
+    # the score falls from its early level from step 4: k=3 trainer steps stop it at step 6
+    assert (sc["step"], sc["evidence"]["k"]) == (6, 3)
     # --rules picks a rule the config disabled, keeping the config's thresholds elsewhere
     rs = ruleset_for("length_runaway,score_collapse", cfg)
     assert rs.names() == ["length_runaway", "score_collapse"]

@@ -59,9 +59,13 @@ def test_registry_names_and_metrics() -> None:
             "constant_advantage",
             "post_tool_tail_growth",
             "length_runaway",
+            "length_collapse",
             "score_collapse",
             "gap_vs_control",
             "ess_collapse",
+            "entropy_collapse",
+            "kl_blowup",
+            "grad_norm_blowup",
             "non_finite",
         ]
     )
@@ -70,13 +74,14 @@ def test_registry_names_and_metrics() -> None:
         N.ZERO_ADV_FRAC,
         N.SCORE_MIN,
         N.SCORE_MAX,
+        N.SCORE_STD,
     }
     assert rules.get("constant_advantage").can_feed({N.SCORE_MIN, N.SCORE_MAX})
     assert not rules.get("constant_advantage").can_feed({N.SCORE_MIN})
     assert rules.needs_control("gap_vs_control") and not rules.needs_control("score_collapse")
     with pytest.raises(ValueError, match="unknown rule 'nope'; valid: constant_advantage"):
         rules.get("nope")
-    with pytest.raises(ValueError, match="unknown parameter 'kk'; valid: grace, k, floor"):
+    with pytest.raises(ValueError, match="unknown parameter 'kk'; valid: grace, k, drop"):
         rules.get("score_collapse", kk=1)
     with pytest.raises(ValueError, match="registered twice"):
         rules.register("score_collapse")(type(rules.get("score_collapse")))
@@ -87,9 +92,11 @@ def test_registry_names_and_metrics() -> None:
     [
         ("score_collapse", {"k": 0}, "k: Input should be greater than or equal to 1"),
         ("score_collapse", {"k": 1.5}, "k: Input should be a valid integer"),
-        ("score_collapse", {"floor": "x"}, "floor: Input should be a valid number"),
+        ("score_collapse", {"drop": "x"}, "drop: Input should be a valid number"),
         ("score_collapse", {"grace": -1}, "grace: Input should be greater than or equal to 0"),
-        ("score_collapse", {"floor": math.nan}, "floor: expected a finite number"),
+        ("score_collapse", {"drop": math.nan}, "drop: expected a finite number"),
+        ("entropy_collapse", {"frac": 1.0}, "frac: Input should be less than 1"),
+        ("kl_blowup", {"factor": 1.0}, "factor: Input should be greater than 1"),
         ("score_collapse", {"k": True}, "k: expected a number, got true"),
         ("constant_advantage", {"frac": None}, "frac: Input should be a valid number"),
         (
@@ -107,10 +114,10 @@ def test_bad_params_one_clear_error(name: str, params: dict[str, Any], match: st
 
 
 def test_ints_pass_for_float_fields_and_none_disables() -> None:
-    r = rules.get("score_collapse", floor=0, control_margin=None)
-    assert r.params()["floor"] == 0.0 and isinstance(r.params()["floor"], float)
-    hist = [{"step": s, N.SCORE_MEAN: 0.1} for s in range(1, 10)]
-    ctl = [{"step": s, N.SCORE_MEAN: 0.9} for s in range(1, 10)]
+    r = rules.get("score_collapse", drop=1, control_margin=None)
+    assert r.params()["drop"] == 1.0 and isinstance(r.params()["drop"], float)
+    hist = [{"step": s, N.SCORE_MEAN: 0.1, N.SCORE_STD: 0.3} for s in range(1, 10)]
+    ctl = [{"step": s, N.SCORE_MEAN: 0.9, N.SCORE_STD: 0.3} for s in range(1, 10)]
     assert never(r, hist, ctl)  # margin test off
 
 
@@ -127,26 +134,38 @@ def test_empty_or_stepless_history_is_a_clear_error() -> None:
 # --- each rule trips on a history built to trip it -------------------------------------
 
 
-def test_score_collapse_floor_fires_on_second_subzero_step() -> None:
+def test_score_collapse_falls_below_its_own_early_level() -> None:
     hist = set_(healthy(random.Random(1)), 10, {N.SCORE_MEAN: -0.05})
     d = first(rules.get("score_collapse"), hist)
     assert (d.action, d.step) == ("stop", 11)
-    assert d.evidence["crossed"] == "floor" and d.evidence["score"] == -0.05
-    assert d.evidence["floor"] == 0.01 and d.evidence["k"] == 2
+    assert d.evidence["crossed"] == "own_early" and d.evidence["score"] == -0.05
+    assert d.evidence["early_spread"] == 0.45 and d.evidence["drop"] == 0.4
+    assert d.evidence["k"] == 2 and d.evidence["streak"] == 2
+    # no absolute floor: a run below zero from its first step that rises is healthy
+    rising = [{"step": s, N.SCORE_MEAN: -3.0 + 0.05 * s, N.SCORE_STD: 0.4} for s in range(1, 40)]
+    assert never(rules.get("score_collapse"), rising)
+    # without a spread (no std, no min and max): the early range of the means is the unit
+    bare = [{"step": r["step"], N.SCORE_MEAN: r[N.SCORE_MEAN]} for r in hist]
+    d = first(rules.get("score_collapse"), bare)
+    assert d.step == 11 and d.evidence["drop"] == 3.0 and "early_range" in d.evidence
+    # the opt-in absolute floor, for a reward whose scale is known
+    d = first(rules.get("score_collapse", floor=2.0, drop=None), rising)
+    assert (d.step, d.evidence["crossed"], d.evidence["floor"]) == (3, "floor", 2.0)
 
 
 def test_score_collapse_below_control_by_margin() -> None:
     rng = random.Random(2)
-    hist = set_(set_(healthy(rng), 1, {N.SCORE_MEAN: 0.6}), 10, {N.SCORE_MEAN: 0.1})
-    ctl = set_(healthy(rng), 1, {N.SCORE_MEAN: 0.8})
+    hist = set_(healthy(rng), 1, {N.SCORE_MEAN: 0.3})
+    ctl = set_(set_(healthy(rng), 1, {N.SCORE_MEAN: 0.3}), 10, {N.SCORE_MEAN: 0.9})
     r = rules.get("score_collapse")
     d = first(r, hist, ctl)
     assert (d.step, d.evidence["crossed"], d.evidence["control_score"]) == (
         11,
         "control_margin",
-        0.8,
+        0.9,
     )
-    assert never(r, hist, None)  # without a control only the zero test
+    assert math.isclose(float(d.evidence["units_below"]), 0.6 / 0.45)
+    assert never(r, hist, None)  # without a control only the run's own history
     # the control missing a step: that step cannot count for the margin test
     gappy = [c for c in ctl if c["step"] != 11]
     assert first(r, hist, gappy).step == 13
@@ -163,7 +182,7 @@ def test_length_runaway_by_clip_ratio_or_by_budget() -> None:
     assert never(rules.get("length_runaway", budget_frac=None), long)
 
 
-def test_constant_advantage_fraction_and_min_equals_max_fallback() -> None:
+def test_constant_advantage_fraction_and_its_fallbacks() -> None:
     hist = set_(
         healthy(random.Random(4)),
         10,
@@ -176,16 +195,66 @@ def test_constant_advantage_fraction_and_min_equals_max_fallback() -> None:
     assert (d.step, d.evidence["source"]) == (11, "score min == max")
     d = first(rules.get("constant_advantage", k=3), hist)
     assert (d.step, d.evidence["streak"]) == (12, 3)
+    # TRL's reward_std alone: a std fallen to nothing against its early level
+    std_only = [
+        {"step": r["step"], N.SCORE_MEAN: r[N.SCORE_MEAN],
+         N.SCORE_STD: 0.0 if r["step"] >= 10 else 0.45}
+        for r in hist
+    ]  # fmt: skip
+    d = first(rules.get("constant_advantage"), std_only)
+    assert (d.step, d.evidence["source"]) == (11, "score std vs early std")
 
 
-def test_constant_advantage_spares_a_run_that_solved_the_task() -> None:
+def test_constant_advantage_spares_saturation_but_not_a_run_dead_at_any_level() -> None:
     solved = set_(
         healthy(random.Random(5)),
         10,
         {N.ZERO_ADV_FRAC: 1.0, N.SCORE_MEAN: 1.0, N.SCORE_MIN: 1.0, N.SCORE_MAX: 1.0},
     )
     assert never(rules.get("constant_advantage"), solved)
-    assert first(rules.get("constant_advantage", score_at_most=None), solved).step == 11
+    assert first(rules.get("constant_advantage", saturation=None), solved).step == 11
+    # issue 18: every group's rewards equal from the start, the score pinned at 0.5
+    for level in (0.5, 0.0, -7.0, 3.0):
+        pinned = [
+            {"step": s, N.ZERO_ADV_FRAC: 1.0, N.SCORE_MEAN: level, N.SCORE_STD: 0.5}
+            for s in range(1, 12)
+        ]
+        d = first(rules.get("constant_advantage"), pinned)
+        assert (d.step, d.evidence["score"]) == (3, level)
+
+
+def _relative(name: str, figure: str, early: float, late: float) -> list[Row]:
+    return [{"step": s, figure: early if s < 10 else late} for s in range(1, 20)]
+
+
+@pytest.mark.parametrize(
+    ("name", "figure", "early", "late", "spared"),
+    [
+        ("length_collapse", N.RESPONSE_LENGTH_MEAN, 53.0, 3.0, 20.0),
+        ("entropy_collapse", N.ENTROPY, 0.96, 0.03, 0.2),
+        ("kl_blowup", N.KL_TO_REF, 0.02, 5.0, 0.15),
+        ("grad_norm_blowup", N.GRAD_NORM, 0.3, 12.0, 3.0),
+    ],
+)
+def test_each_figure_against_its_own_start(
+    name: str, figure: str, early: float, late: float, spared: float
+) -> None:
+    rule = rules.get(name)
+    d = first(rule, _relative(name, figure, early, late))
+    window = int(rule.params()["window"])
+    # the 2nd trainer step after the median over the window crossed
+    assert d.step == 10 + window // 2 + 1 and d.evidence["early"] == early
+    assert never(rule, _relative(name, figure, early, spared))
+    # a one-step spike is smoothed out or too short
+    spike = [{"step": s, figure: late if s == 12 else early} for s in range(1, 20)]
+    assert never(rule, spike)
+
+
+def test_kl_blowup_needs_nats_and_starts_its_baseline_at_the_first_update() -> None:
+    kl = [{"step": s, N.KL_TO_REF: 0.0 if s == 1 else (0.005 if s < 10 else 0.3)}
+          for s in range(1, 20)]  # fmt: skip
+    assert never(rules.get("kl_blowup"), kl)  # 60x its start, but 0.3 nats: learning
+    assert first(rules.get("kl_blowup", min_kl=0.1), kl).evidence["early"] == 0.005
 
 
 def test_post_tool_tail_growth_fires_when_only_post_tool_grows() -> None:
@@ -287,23 +356,26 @@ def test_a_one_step_spike_trips_nothing() -> None:
 
 # --- grace periods, NaN ------------------------------------------------------------------
 
-CROSSING: dict[str, Row] = {
-    "score_collapse": {N.SCORE_MEAN: -0.1},
-    "length_runaway": {N.CLIP_RATIO: 1.0},
-    "constant_advantage": {N.ZERO_ADV_FRAC: 1.0, N.SCORE_MEAN: -0.1},
-    "ess_collapse": {N.ess("post_tool"): 0.01},
+CROSSING: dict[str, tuple[Row, Row | None]] = {
+    "score_collapse": ({N.SCORE_MEAN: -0.1, N.SCORE_STD: 0.5}, {N.SCORE_MEAN: 0.9}),
+    "length_runaway": ({N.CLIP_RATIO: 1.0}, None),
+    "constant_advantage": ({N.ZERO_ADV_FRAC: 1.0, N.SCORE_MEAN: -0.1}, None),
+    "ess_collapse": ({N.ess("post_tool"): 0.01}, None),
 }
+"""A row crossing each rule from the first step (and the control's row it needs)."""
 
 
 @pytest.mark.parametrize("name", sorted(CROSSING))
 @pytest.mark.parametrize("grace", [0, 4])
 def test_streak_rules_respect_grace(name: str, grace: int) -> None:
-    hist = [{"step": s, **CROSSING[name]} for s in range(1, 12)]
+    row, ctl_row = CROSSING[name]
+    hist = [{"step": s, **row} for s in range(1, 12)]
+    ctl = None if ctl_row is None else [{"step": s, **ctl_row} for s in range(1, 12)]
     extra = {"baseline_steps": None} if name == "ess_collapse" else {}  # crossing from step 1
     r = rules.get(name, grace=grace, k=2, **extra)
-    assert first(r, hist).step == max(grace + 1, 2)
+    assert first(r, hist, ctl).step == max(grace + 1, 2)
     default = rules.get(name, **extra)
-    assert first(default, hist).step == max(default.grace + 1, int(default.params()["k"]))
+    assert first(default, hist, ctl).step == max(default.grace + 1, int(default.params()["k"]))
 
 
 def test_tail_growth_respects_grace_and_needs_a_baseline() -> None:
@@ -316,7 +388,7 @@ def test_tail_growth_respects_grace_and_needs_a_baseline() -> None:
 def test_nan_never_trips_and_breaks_a_streak(bad: Any) -> None:
     r = rules.get("score_collapse")
     vals = [0.5, 0.5, 0.5, -0.1, bad, -0.1, -0.1]
-    hist = [{"step": i + 1, N.SCORE_MEAN: v} for i, v in enumerate(vals)]
+    hist = [{"step": i + 1, N.SCORE_MEAN: v, N.SCORE_STD: 0.3} for i, v in enumerate(vals)]
     decisions = [r(hist[: i + 1], None) for i in range(len(hist))]
     assert [d.step for d in decisions if d.action == "stop"] == [7]
     all_bad = [{"step": s, **dict.fromkeys(ALL_NAMES, bad)} for s in range(1, 9)]
@@ -351,7 +423,11 @@ cell = st.one_of(finite, st.none(), st.text(max_size=2), st.booleans(), st.integ
 def test_any_values_give_a_decision_with_strict_json_evidence(rows: list[Row]) -> None:
     hist = [{"step": i + 1, **r} for i, r in enumerate(rows)]
     for name in rules.names():
-        d = rules.get(name, grace=0, k=1) if name in CROSSING else rules.get(name, grace=0)
+        d = (
+            rules.get(name, grace=0, k=1)
+            if "k" in rules.get(name).params()
+            else rules.get(name, grace=0)
+        )
         out = d(hist, hist)
         about = 1 if (name, out.action) == ("gap_vs_control", "warn") else len(hist)
         assert out.action in rules.ACTIONS and out.step == about
@@ -363,6 +439,7 @@ def test_any_values_give_a_decision_with_strict_json_evidence(rows: list[Row]) -
 
 def test_pickle_round_trip_of_every_rule_and_the_ruleset() -> None:
     hist = set_(healthy(random.Random(8)), 10, {N.SCORE_MEAN: -0.1, N.CLIP_RATIO: 0.9})
+    hist = set_(hist, 12, {N.ENTROPY: 0.001, N.GRAD_NORM: 1e3, N.RESPONSE_LENGTH_MEAN: 1.0})
     for name in rules.names():
         r = rules.get(name, grace=1)
         back = pickle.loads(pickle.dumps(r))
@@ -375,7 +452,7 @@ def test_pickle_round_trip_of_every_rule_and_the_ruleset() -> None:
 
 def test_build_from_yaml_settings() -> None:
     assert rules.build(None).names() == rules.names()
-    rs = rules.build({"score_collapse": {"k": 3, "floor": 0}, "ess_collapse": {"enabled": False}})
+    rs = rules.build({"score_collapse": {"k": 3, "drop": 1}, "ess_collapse": {"enabled": False}})
     assert "ess_collapse" not in rs.names()
     (sc,) = [r for r in rs.rules if r.name == "score_collapse"]
     assert sc.params()["k"] == 3
@@ -403,7 +480,6 @@ def test_ruleset_stops_first_and_selects() -> None:
     ds = rs.evaluate(hist, ctl)
     assert [(d.rule, d.action) for d in ds] == [
         ("constant_advantage", "stop"),
-        ("score_collapse", "stop"),
         ("gap_vs_control", "warn"),
     ]
     assert rs.first_stop(hist, ctl) == ds[0]
@@ -436,5 +512,7 @@ def test_seed_reconstruction_stops_compressed_in_time_and_spares_dense() -> None
     stops = [d for d in run_all(rs, comp, dense) if d.action == "stop"]
     assert stops and stops[0].step <= first_below + 2
     assert run_all(rs, dense, None) == []  # the control: nothing, not even a warning
+    # the score fell from its early 0.42 by more than 0.4 batch std (0.39) at step 4, below
+    # zero at step 6: the fall itself is the collapse, whatever the reward's zero
     sc = first(rules.get("score_collapse"), comp, dense)
-    assert sc.step == first_below + 1
+    assert sc.step == 5 and sc.evidence["crossed"] == "own_early"

@@ -40,7 +40,7 @@ RULES = {
         "length_runaway",
         "post_tool_tail_growth",
     )
-} | {"score_collapse": {"k": 1, "grace": 1, "floor": None, "control_margin": 0.3}}
+} | {"score_collapse": {"k": 1, "grace": 1, "control_margin": 1.2}}
 TREAT = "s0-quant_bits2-none"
 
 
@@ -66,7 +66,12 @@ def _specs() -> list[dict[str, Any]]:
 
 
 def _result(key: str, step: int, score: float) -> dict[str, Any]:
-    return {TRIAL_KEY: key, STEP_KEY: step, METRICS_KEY: {names.SCORE_MEAN: score}}
+    # the batch's reward std: the unit score_collapse measures a gap to the control in
+    return {
+        TRIAL_KEY: key,
+        STEP_KEY: step,
+        METRICS_KEY: {names.SCORE_MEAN: score, names.SCORE_STD: 0.25},
+    }
 
 
 def _monitor(rec: Recorder | None, **kw: Any) -> Monitor:
@@ -105,12 +110,14 @@ def test_monitor_reads_control_history_from_store(url: str) -> None:
     rec = Recorder(url, sweep_id, _specs())
     ctrl_run = rec.run_id("s0-control")
     assert ctrl_run is not None
-    st.write_steps(ctrl_run, [(s, {names.SCORE_MEAN: 0.6}, {}) for s in range(1, 7)])
+    st.write_steps(
+        ctrl_run, [(s, {names.SCORE_MEAN: 0.6, names.SCORE_STD: 0.25}, {}) for s in range(1, 7)]
+    )
 
     mon = _monitor(rec)
     assert mon("t1", _result(TREAT, 1, 0.55)) is False  # grace
-    assert mon("t1", _result(TREAT, 2, 0.5)) is False  # 0.1 below the control: fine
-    assert mon("t1", _result(TREAT, 3, 0.1)) is True  # 0.5 below: stop
+    assert mon("t1", _result(TREAT, 2, 0.5)) is False  # 0.4 std below the control: fine
+    assert mon("t1", _result(TREAT, 3, 0.1)) is True  # 2 std below: stop
     stop = mon.first_stop(TREAT)
     assert stop is not None and (stop.rule, stop.step) == ("score_collapse", 3)
     rec.on_trial_complete(0, [], _Trial(TREAT))

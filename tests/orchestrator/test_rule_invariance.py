@@ -1,0 +1,171 @@
+"""Every rule's decisions are free of the reward's scale and of the logging interval.
+
+Two properties, checked with hypothesis for EVERY registered rule (its defaults), alone
+and in the default rule set, on runs made of a few regimes (the figures constant within
+each, as a run that is healthy, then degenerates, then settles; regimes at least 15
+trainer steps long, so a log of every 10th step sees each), each with a paired control:
+
+- **Scale**: replacing the score by ``a*r + b`` (a in [1e-3, 1e3], b in [-1e3, 1e3]) in
+  the run and its control (mean, min and max moved; std scaled by ``a``) changes no
+  decision: the same rules warn and stop at the same steps.
+- **Interval**: the same run logged every ``m``-th trainer step (m in 1..10) stops at a
+  step less than ``m`` away from the step it stops at when logged at every step, and
+  stops exactly when that one does (rules count trainer steps, not rows).
+
+Levels are drawn so that no test sits exactly on a threshold in real arithmetic (score
+levels carry a multiple of sqrt(2)/1000, spreads of sqrt(3)/1000): a tie there would make
+the property depend on floating-point rounding, not on the rule.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from correction import names as N
+from orchestrator import rules
+
+Row = dict[str, Any]
+STEPS = 80
+"""Trainer steps in each generated run."""
+AFFINE = (N.SCORE_MEAN, N.SCORE_MIN, N.SCORE_MAX)
+"""Score figures moved by ``a*r + b``."""
+SCALED = (N.SCORE_STD, N.SCORE_GROUP_STD)
+"""Score spreads scaled by ``a``."""
+POST, TEXT = N.tail("post_tool", "p95"), N.tail("text", "p95")
+
+
+def _score(i: int, j: int) -> float:
+    return i / 7 + j * math.sqrt(2) / 1000
+
+
+def _spread(i: int, j: int) -> float:
+    return 0.0 if i == 0 else i / 9 + j * math.sqrt(3) / 1000
+
+
+@st.composite
+def regime(draw: st.DrawFn) -> Row:
+    """The figures of one regime of a run."""
+    mean = _score(draw(st.integers(-7, 14)), draw(st.integers(0, 5)))
+    sd = _spread(draw(st.integers(0, 6)), draw(st.integers(1, 5)))
+    lo = mean - 4 * sd * draw(st.sampled_from([0.0, 0.5, 1.0]))
+    return {
+        N.SCORE_MEAN: mean,
+        N.SCORE_STD: sd,
+        N.SCORE_MIN: lo,
+        N.SCORE_MAX: lo + 4 * sd if sd > 0 else lo,
+        N.ZERO_ADV_FRAC: draw(st.sampled_from([0.1, 0.4, 0.85, 0.95, 1.0])),
+        N.RESPONSE_LENGTH_MEAN: draw(st.sampled_from([2.0, 30.0, 200.0, 500.0])),
+        N.RESPONSE_BUDGET: 512.0,
+        N.CLIP_RATIO: draw(st.sampled_from([0.0, 0.05, 0.6, 1.0])),
+        N.ENTROPY: draw(st.sampled_from([0.01, 0.3, 1.2])),
+        N.KL_TO_REF: draw(st.sampled_from([0.0, 0.003, 0.05, 2.0, 9.0])),
+        N.GRAD_NORM: draw(st.sampled_from([0.0, 0.2, 1.0, 30.0])),
+        N.PROBS_DIFF_MEAN: draw(st.sampled_from([0.002, 0.6])),
+        TEXT: draw(st.sampled_from([0.05, 0.5])),
+        POST: draw(st.sampled_from([0.05, 0.5, 5.0])),
+        N.ess("post_tool"): draw(st.sampled_from([0.01, 0.5, 0.99])),
+        "loss": draw(st.sampled_from([0.5, 0.1, math.nan])),
+    }
+
+
+@st.composite
+def run(draw: st.DrawFn) -> list[Row]:
+    """A run of ``STEPS`` trainer steps: 1 to 3 regimes, each at least 15 steps long; the
+    score spread, or min and max, left out of the whole log at times (the fallbacks)."""
+    regimes = draw(st.lists(regime(), min_size=1, max_size=3))
+    starts = [1]
+    for _ in regimes[1:]:
+        starts.append(draw(st.integers(starts[-1] + 15, starts[-1] + 30)))
+    drop = draw(
+        st.sampled_from([(), (N.SCORE_STD,), (N.SCORE_MIN, N.SCORE_MAX), SCALED + AFFINE[1:]])
+    )
+    rows = []
+    for s in range(1, STEPS + 1):
+        r = regimes[max(i for i, b in enumerate(starts) if b <= s)]
+        rows.append({"step": s, **{k: v for k, v in r.items() if k not in drop}})
+    return rows
+
+
+def decisions(
+    rs: rules.RuleSet, hist: list[Row], ctl: list[Row] | None
+) -> list[tuple[int, str, str]]:
+    """Every warn and stop the rule set records over the run, the control fed in step."""
+    w = rs.watch()
+    out = []
+    pending = iter(ctl or ())
+    nxt = next(pending, None)
+    for row in hist:
+        while nxt is not None and nxt["step"] <= row["step"]:
+            w.control(nxt)
+            nxt = next(pending, None)
+        out += [(d.step, d.rule, d.action) for d in w.step(row)]
+    return out
+
+
+def affine(rows: list[Row], a: float, b: float) -> list[Row]:
+    out = []
+    for r in rows:
+        r2 = dict(r)
+        for k in AFFINE:
+            if k in r2:
+                r2[k] = a * r2[k] + b
+        for k in SCALED:
+            if k in r2:
+                r2[k] = a * r2[k]
+        out.append(r2)
+    return out
+
+
+def every(rows: list[Row], m: int) -> list[Row]:
+    """The run as logged every ``m``-th trainer step (steps m, 2m, ...)."""
+    return [r for r in rows if r["step"] % m == 0]
+
+
+RULESETS = [("defaults", rules.build())] + [(n, rules.build().select([n])) for n in rules.names()]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    run(),
+    run(),
+    st.floats(-3, 3).map(lambda e: 10.0**e),
+    st.floats(-1e3, 1e3),
+    st.booleans(),
+)
+def test_decisions_free_of_the_rewards_scale(
+    hist: list[Row], ctl: list[Row], a: float, b: float, paired: bool
+) -> None:
+    control = ctl if paired else None
+    moved_ctl = affine(ctl, a, b) if paired else None
+    for name, rs in RULESETS:
+        want = decisions(rs, hist, control)
+        got = decisions(rs, affine(hist, a, b), moved_ctl)
+        assert got == want, f"{name}: a={a}, b={b}"
+
+
+def _stop(ds: list[tuple[int, str, str]]) -> int | None:
+    return next((s for s, _, act in ds if act == "stop"), None)
+
+
+@settings(max_examples=60, deadline=None)
+@given(run(), run(), st.integers(1, 10), st.booleans())
+def test_stops_free_of_the_logging_interval(
+    hist: list[Row], ctl: list[Row], m: int, paired: bool
+) -> None:
+    control = ctl if paired else None
+    sparse_ctl = every(ctl, m) if paired else None
+    last = every(hist, m)[-1]["step"]
+    for name, rs in RULESETS:
+        dense = _stop(decisions(rs, hist, control))
+        sparse = _stop(decisions(rs, every(hist, m), sparse_ctl))
+        if dense is not None and dense + m - 1 > last:
+            continue  # the sparse log ends before it could stop within m steps
+        if dense is None:
+            assert sparse is None, f"{name}: every {m}: stopped at {sparse}, never when dense"
+        else:
+            assert sparse is not None, f"{name}: every {m}: never stopped, dense at {dense}"
+            assert abs(sparse - dense) < m, f"{name}: every {m}: {sparse} vs {dense}"
