@@ -150,12 +150,20 @@ def sweep(
         int | None,
         typer.Option("--max-trials", help="Allow the grid to expand to this many trials."),
     ] = None,
+    no_preflight: Annotated[
+        bool,
+        typer.Option(
+            "--no-preflight",
+            help="Launch without first checking that each dense policy can score at all.",
+        ),
+    ] = False,
 ) -> None:
     """Run a paired dense/compressed sweep on Ray Tune, stopping collapsing trials."""
     from orchestrator.sweep import run_sweep
 
     overrides = [*(set_ or []), *([f"max_trials={max_trials}"] if max_trials else [])]
-    run_sweep(config, db_url=db, address=address, resume=resume, overrides=overrides)
+    run_sweep(config, db_url=db, address=address, resume=resume, overrides=overrides,
+              preflight=not no_preflight)  # fmt: skip
 
 
 @app.command("replay")

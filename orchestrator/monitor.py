@@ -8,6 +8,13 @@ got ahead of what is known (at most every ``control_refresh_s``). Every new warn
 decision goes to the Recorder, which stores it; a stop decision makes ``__call__`` return
 True, and Tune ends that trial.
 
+**A control that trips a stop rule voids its pair.** Its treatments then have no healthy
+reference: a compressed run beside a dense one that cannot learn says nothing about the
+compression or its correction. So the Monitor says so in a ``void_pair`` warning on the
+control and stops each of its treatments at its next step with a ``void_pair`` stop
+(``VOID_RULE``, the reason in its evidence), here or, in a resumed sweep, from the
+control's stored stop; the compute goes to pairs that can still mean something.
+
 Not here: the rules (``orchestrator.rules``), writing (``orchestrator.recorder``).
 """
 
@@ -23,9 +30,22 @@ from ray.tune import Stopper
 from orchestrator.rules import Decision, RuleSet, Watcher
 from orchestrator.tracked import ControlFeed
 from orchestrator.trainable import unpack
+from store.identity import VOID_PAIR
 
 if TYPE_CHECKING:
     from orchestrator.recorder import Recorder
+
+
+VOID_RULE = VOID_PAIR
+"""The decision that marks a pair void: a warning on the control, a stop on each treatment."""
+
+
+def void_reason(seed: Any, rule: str, step: int) -> str:
+    """The sentence a void pair is announced with, in the table, the summary and the store."""
+    return (
+        f"the dense control of seed {seed} stopped at step {step} by {rule}: "
+        "its treatments have no healthy reference"
+    )
 
 
 @dataclass
@@ -68,8 +88,13 @@ class Monitor(Stopper):
         self.recorder = recorder
         self.stopping = stopping
         self.control_refresh_s = control_refresh_s
+        self.seed_of = {str(s["trial_key"]): s.get("seed") for s in specs}
         self.followed: dict[str, Followed] = {}
         self._treatments_of: defaultdict[str, list[str]] = defaultdict(list)
+        self.voided: dict[str, Decision] = {}
+        """Control key -> the stop that voided its pair."""
+        self._looked_up: set[str] = set()
+        self._void_sent: set[str] = set()
 
     def __call__(self, trial_id: str, result: dict[str, Any]) -> bool:
         rep = unpack(result)
@@ -85,6 +110,12 @@ class Monitor(Stopper):
         if f is None or (last is not None and rep.step < last):
             f = self._follow(rep.key)
         row = {"step": rep.step, **rep.metrics}
+        void = self._void(rep.key, rep.step)
+        if void is not None:
+            if self.recorder is not None and rep.key not in self._void_sent:
+                self.recorder.add_decision(rep.key, void)
+            self._void_sent.add(rep.key)
+            return True
         self._feed_control(rep.key, f, rep.step)
         stop = self._judge(rep.key, f, row)
         self._pass_to_treatments(rep.key, row)
@@ -120,7 +151,38 @@ class Monitor(Stopper):
         if self.recorder is not None:
             for d in new:
                 self.recorder.add_decision(key, d)
-        return bool(new) and new[0].action == "stop"
+        stop = bool(new) and new[0].action == "stop"
+        if stop and self.control_of.get(key) is None:
+            self._void_pair(key, new[0])
+        return stop
+
+    def _void_pair(self, control: str, stop: Decision) -> None:
+        """A control stopped: its pair is void, said on the control itself."""
+        self.voided[control] = stop
+        if self.recorder is not None:
+            reason = void_reason(self.seed_of.get(control), stop.rule, stop.step)
+            self.recorder.add_decision(
+                control, Decision("warn", VOID_RULE, stop.step, {"reason": reason})
+            )
+
+    def _void(self, key: str, step: int) -> Decision | None:
+        """The ``void_pair`` stop for treatment ``key`` at ``step``, if its control stopped
+        (in this driver, or, looked up once, in the store from an earlier one)."""
+        ck = self.control_of.get(key)
+        if ck is None:
+            return None
+        stop = self.voided.get(ck)
+        if stop is None and self.recorder is not None and ck not in self._looked_up:
+            self._looked_up.add(ck)
+            stop = self.recorder.stored_stop(ck)
+            if stop is not None:
+                self.voided[ck] = stop
+        if stop is None:
+            return None
+        reason = void_reason(self.seed_of.get(ck), stop.rule, stop.step)
+        evidence = {"reason": reason, "control": ck, "control_rule": stop.rule,
+                    "control_step": stop.step}  # fmt: skip
+        return Decision("stop", VOID_RULE, step, evidence)
 
     def _pass_to_treatments(self, key: str, row: dict[str, Any]) -> None:
         """A control's step goes to the watchers of its treatments running here."""

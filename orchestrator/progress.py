@@ -24,6 +24,7 @@ from ray.tune import Callback
 
 from correction import names
 from orchestrator.console import console, plain, shown
+from orchestrator.monitor import VOID_RULE, void_reason
 from orchestrator.recorder import key_of
 from orchestrator.trainable import unpack
 
@@ -55,15 +56,26 @@ class TrialLine:
     error: str | None = None
     earlier: bool = False
     """Finished in an earlier run of the sweep (not re-run on resume)."""
+    seed: int | None = None
 
     @classmethod
     def of(cls, spec: Mapping[str, Any]) -> TrialLine:
-        return cls(spec["trial_key"], spec["role"], spec["compression"], spec["correction"])
+        return cls(spec["trial_key"], spec["role"], spec["compression"], spec["correction"],
+                   seed=spec.get("seed"))  # fmt: skip
+
+    @property
+    def voids_pair(self) -> bool:
+        """A control stopped by a rule: its pair is void (``orchestrator.monitor``)."""
+        return self.role == "control" and self.stop_rule is not None
 
     def status_text(self) -> str:
         """``completed``, ``stopped: <rule> @ <step>``, ``failed: <error>``, ..."""
         status = self.status
-        if self.stop_rule is not None and status in ("running", "stopped"):
+        if self.stop_rule == VOID_RULE and status in ("running", "stopped"):
+            status = f"void (control stopped) @ {self.stop_step}"
+        elif self.voids_pair and status in ("running", "stopped"):
+            status = f"stopped: {self.stop_rule} @ {self.stop_step}, pair void"
+        elif self.stop_rule is not None and status in ("running", "stopped"):
             status = f"stopped: {self.stop_rule} @ {self.stop_step}"
         elif self.error is not None:
             status = f"failed: {self.error[:60]}"
@@ -184,6 +196,8 @@ class ProgressTable(Callback):
             score = "" if ln.score is None else f", score {ln.score:+.3f}"
             where = f"at step {ln.step}/{self.total_steps}"
             self._say(f"end   {ln.trial_key}: {ln.status_text()} {where}{score}")
+        if ln.voids_pair and ln.stop_rule is not None and ln.stop_step is not None:
+            self._say(f"void  {void_reason(ln.seed, ln.stop_rule, ln.stop_step)}")
         self._redraw(force=True)
 
     def on_trial_start(self, iteration: int, trials: list[Any], trial: Any, **info: Any) -> None:

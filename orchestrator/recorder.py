@@ -143,6 +143,18 @@ class Recorder(Callback):
             return []
         return self.store.history(run_id, after=after, until=until, names=names)
 
+    def stored_stop(self, key: str) -> Decision | None:
+        """Trial ``key``'s first stored stop decision (from an earlier driver), if any."""
+        from orchestrator.rules import Decision
+
+        run_id = self.run_id(key, create=False)
+        if run_id is None:
+            return None
+        for d in self.store.decisions(run_id=run_id):
+            if d.action == "stop":
+                return Decision("stop", d.rule, int(d.step), dict(d.evidence or {}))
+        return None
+
     # --- run rows
     def run_id(self, key: str, *, create: bool = True) -> int | None:
         """The run row of trial ``key`` (created with its identity's labels if new)."""

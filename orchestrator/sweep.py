@@ -33,8 +33,9 @@ from orchestrator.command import command_trainable
 from orchestrator.config import Sweep, TrialSpec, load_sweep_config
 from orchestrator.console import console
 from orchestrator.errors import GapwatchError
-from orchestrator.monitor import Monitor
+from orchestrator.monitor import VOID_RULE, Monitor, void_reason
 from orchestrator.placement import with_placement
+from orchestrator.preflight import preflight
 from orchestrator.progress import ProgressTable, TrialLine, render_table
 from orchestrator.recorder import FINISHED, Recorder
 from orchestrator.trainable import trainable
@@ -230,11 +231,13 @@ def execute_sweep(
     storage: Path = RAY_RESULTS,
     live: bool = True,
     train_fn: Callable[[dict[str, Any]], None] | None = None,
+    check_first: bool = False,
 ) -> SweepOutcome:
     """Run (or resume) ``sweep`` and record it; the function tests call.
 
     ``train_fn`` is the Tune trainable: by default the built-in worker's, or the command
     trainable where the sweep names a ``worker: {command: ...}`` (tests wrap them).
+    ``check_first``: run the preflight (``orchestrator.preflight``) before launching.
     """
     if train_fn is None:
         train_fn = trainable if sweep.config.worker is None else command_trainable
@@ -259,6 +262,8 @@ def execute_sweep(
             f"sweep {cfg.name!r} is already in the store, unfinished; continue it with "
             f"--resume, or start a new one with --set name=<new name>"
         )
+    if check_first and todo and cfg.worker is None:
+        preflight([s.run for s in todo], lambda line: console().print(line, markup=False))
     # Ray first: a cluster that cannot be joined leaves no sweep row behind
     started = init_ray(address or cfg.ray_address) if todo else False
     try:
@@ -366,6 +371,16 @@ def print_summary(sweep: Sweep, out: SweepOutcome, config_path: Path | str = "<c
         saved = out.trial_steps_budget - out.trial_steps_used
         line += f" ({saved} not run: {stopped} trial(s) stopped, {failed} failed)"
     con.print(f"{line}; wall {out.wall_s:.0f} s; sweep id {out.sweep_id}")
+    for ln in out.lines:
+        if ln.voids_pair and ln.stop_rule is not None and ln.stop_step is not None:
+            stopped_with = sum(
+                1 for t in out.lines if t.seed == ln.seed and t.stop_rule == VOID_RULE
+            )
+            con.print(
+                f"void: {void_reason(ln.seed, ln.stop_rule, ln.stop_step)} "
+                f"({stopped_with} treatment(s) stopped for it, none compared)",
+                markup=False,
+            )
     if out.status == "interrupted":
         con.print(f"interrupted: continue with `gapwatch sweep {config_path} --resume`")
 
@@ -377,10 +392,12 @@ def run_sweep(
     address: str | None,
     resume: bool,
     overrides: Sequence[str],
+    preflight: bool = True,
 ) -> SweepOutcome:
-    """The ``gapwatch sweep`` command: validate, run or resume, record, summarise."""
+    """The ``gapwatch sweep`` command: validate, (preflight,) run or resume, record,
+    summarise."""
     sweep = load_sweep_config(config_path, overrides)
-    out = execute_sweep(sweep, db_url=db_url, address=address, resume=resume)
+    out = execute_sweep(sweep, db_url=db_url, address=address, resume=resume, check_first=preflight)
     print_summary(sweep, out, config_path)
     if out.status == "interrupted":
         # Ctrl-C: Tune stopped gracefully and the store is flushed; the CLI exits 130

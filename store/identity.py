@@ -41,6 +41,10 @@ from pathlib import PurePath
 from typing import Any, Final, Literal
 
 Role = Literal["control", "treatment"]
+VOID_PAIR: Final = "void_pair"
+"""The decision that marks a pair void (its dense control was stopped by a rule): a ``warn``
+on the control, a ``stop`` on each treatment, the reason in the evidence. Written by the
+sweep's Monitor, read by the UI."""
 DENSE: Final = "none"
 """Codec name of the dense trainer forward (every control's)."""
 NO_CORRECTION: Final = "none"

@@ -11,6 +11,7 @@ import pandas as pd
 import streamlit as st
 
 from correction import names
+from store.identity import VOID_PAIR
 from ui import board, charts, data, source, sweep_charts
 
 GAP_POINTS = 200
@@ -36,6 +37,10 @@ class Model:
     threshold_notes: list[str] = field(default_factory=list)
     failed: list[str] = field(default_factory=list)
     """One line per failed run: its label and its error."""
+    void: list[str] = field(default_factory=list)
+    """One line per void pair (its control stopped by a rule): the stored reason."""
+    void_runs: int = 0
+    """Runs of void pairs, left out of the leaderboard."""
     decisions: pd.DataFrame = field(default_factory=pd.DataFrame)
 
 
@@ -62,7 +67,15 @@ def model(url: str, sweep_id: int) -> Model | None:
     table["pair view"] = ["compare?runs=" + ",".join(map(str, pairs[int(i)])) for i in table["id"]]
     gaps = source.series(url, ids, (names.PROBS_DIFF_MEAN,), GAP_POINTS, ())
     mean_gap = gaps.groupby("run_id")["value"].mean().to_dict() if not gaps.empty else {}
-    ranked = board.leaderboard(table, mean_gap)
+    decs = [d for d in source.decisions(url, None, sweep_id) if d.get("action") != "continue"]
+    # a pair whose control stopped has no healthy reference: its runs rank nothing
+    void_ids = {int(d["run_id"]) for d in decs if d.get("rule") == VOID_PAIR}
+    void = [
+        str((d.get("evidence") or {}).get("reason") or f"run #{d['run_id']}: pair void")
+        for d in decs
+        if d.get("rule") == VOID_PAIR and d.get("action") == "warn"
+    ]
+    ranked = board.leaderboard(table[~table["id"].isin(void_ids)], mean_gap)
     points = board.seed_points(table)
     order = list(ranked["strategy"])
     views = [sweep_charts.spread_chart(points, order, field="score", title=SPREAD_TITLE)]
@@ -93,7 +106,6 @@ def model(url: str, sweep_id: int) -> Model | None:
         if r.get("status") == "failed"
     ]
     labels = {int(r["id"]): data.run_label(r) for r in run_rows}
-    decs = [d for d in source.decisions(url, None, sweep_id) if d.get("action") != "continue"]
     decisions = pd.DataFrame(
         [
             {
@@ -114,5 +126,7 @@ def model(url: str, sweep_id: int) -> Model | None:
         threshold_views=threshold_views,
         threshold_notes=notes,
         failed=failed,
+        void=void,
+        void_runs=len(void_ids),
         decisions=decisions,
     )

@@ -50,6 +50,7 @@ from transformers.utils import logging as hf_logging
 from workers import envs
 from workers.config import RunConfig
 from workers.sampling import DTYPE
+from workers.tokens import encode  # also imported from here by callers
 
 WARMSTART_VERSION: Final = 3
 """Bump when warm-start code changes, so stale caches are not reused."""
@@ -104,14 +105,6 @@ def tiny_config(vocab_size: int) -> LlamaConfig:
 def cache_root() -> Path:
     """``$GAPWATCH_CACHE`` or ``~/.cache/gapwatch``."""
     return Path(os.environ.get("GAPWATCH_CACHE") or Path.home() / ".cache" / "gapwatch")
-
-
-def encode(tokenizer: Any, text: str, *, first: bool) -> list[int]:
-    """Token ids of ``text``; ``first`` prepends BOS (the start of a history)."""
-    ids: list[int] = tokenizer(text, add_special_tokens=False)["input_ids"]
-    if first and tokenizer.bos_token_id is not None:
-        ids = [int(tokenizer.bos_token_id), *ids]
-    return ids
 
 
 def warm_start_key(cfg: RunConfig) -> str:

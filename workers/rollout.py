@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from workers.envs import Env, Task
-from workers.model import encode
 from workers.sampling import Sampler
+from workers.tokens import encode
 
 
 @dataclass

@@ -182,6 +182,11 @@ def leaderboard_section(m: Model) -> None:
         f"`{names.PROBS_DIFF_MEAN}` over the run (at most {GAP_POINTS} points per run, "
         "downsampled in the database)."
     )
+    if m.void_runs:
+        st.caption(
+            f"{m.void_runs} runs of void pairs (their dense control was stopped by a rule) "
+            "are left out of the leaderboard: they have no healthy reference."
+        )
     threshold = pick_threshold(m)
     st.vega_lite_chart(chart(m, threshold), width="content")
     for note in m.threshold_notes:
@@ -260,6 +265,8 @@ def body() -> None:
         data.steps_saved(table),
         help="Sum over stopped runs of (step budget - stop step).",
     )
+    for line in m.void:
+        st.warning(f"Pair void: {nav.plain(line)}")
     runs_section(m)
     leaderboard_section(m)
     decisions_section(m)
