@@ -57,7 +57,7 @@ class Step:
 def _told_by_path(path: Path) -> bool:
     """Whether the path alone tells the format (a folder, an event file, TRL's state, a
     SQLite file): such a log is not read as lines."""
-    if path.is_dir() or path.name == "trainer_state.json":
+    if path.is_dir() or path.name == "trainer_state.json" or path.suffix.lower() == ".ipynb":
         return True
     if path.name.startswith("events.out.tfevents."):
         return True
@@ -214,14 +214,8 @@ class LogFollower:
         """Complete lines to steps, up to a line that cannot be read (``self.error``)."""
         buf = self._partial + data
         self._partial = buf
-        if len(buf) > MAX_LINE and b"\n" not in buf[: MAX_LINE + 1]:
-            self.error = LogError(
-                f"{self.path} after line {self._lineno}: a line longer than {MAX_LINE >> 20} MiB; "
-                "not a metrics log (one step's figures per line)"
-            )
-            return
         try:
-            if not self._detect(final):
+            if not self._detect(final or len(buf) > MAX_LINE):
                 return
         except LogError as exc:
             self.error = exc

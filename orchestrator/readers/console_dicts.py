@@ -12,10 +12,20 @@ The dicts carry no step; it is taken, in this order of preference, from:
 
 1. a ``step`` / ``global_step`` in the dict;
 2. ``--logging-steps K`` (the trainer's ``logging_steps``): the n-th dict is step n*K;
-3. the training progress bar's count (`` 2%|2  | 12/500 [``) printed before the dict:
+3. a whole file read at once (``replay``): the epoch fraction with the total steps of
+   the training bar (``| 0/1875 [``): the last dict's epoch over the run's epochs (the
+   closing summary's ``epoch``, else the whole epochs begun) times the total is the
+   step of the last dict; that over the number of dicts is the logging interval K, and
+   the n-th dict is step n*K (epochs are printed rounded, so they place the last dict,
+   not each one);
+4. the training progress bar's count (`` 2%|2  | 12/500 [``) printed before the dict:
    transformers advances its bar to the trainer's global step before it prints the
    step's dict (bars with a description, ``Loading ...: 50%|``, are other bars);
-4. the dict's row number (1, 2, ...): exact only for ``logging_steps=1``.
+5. the dict's row number (1, 2, ...): exact only for ``logging_steps=1``.
+
+The bar's count is right when stdout and stderr reach the file as they are written; a
+trainer whose stdout is buffered prints its dicts in bursts, late, which is why a whole
+file prefers the epoch.
 
 ``notes`` says which was used.
 """
@@ -23,10 +33,11 @@ The dicts carry no step; it is taken, in this order of preference, from:
 from __future__ import annotations
 
 import ast
+import math
 import re
 from pathlib import Path
 
-from orchestrator.readers.base import Entry, LineReader, number, register, strip_ansi
+from orchestrator.readers.base import MAX_LINE, Entry, LineReader, number, register, strip_ansi
 
 _DICT = re.compile(r"\{\s*'[^']+'\s*:")
 _BAR = re.compile(r"^\s*\d+%\|[^|]*\|\s*(\d+)/(\d+)\s*\[")
@@ -62,10 +73,43 @@ class ConsoleDicts(LineReader):
         self.bar: int | None = None
         self.last_step: int | None = None
         self.how: str | None = None
+        self.every: int | None = None
+        """The logging interval found by :meth:`prepare` (epoch and bar total)."""
+        self.bar_total: int | None = None
 
     @classmethod
     def sniff(cls, path: Path, head: str) -> bool:
         return any(find_dict(strip_ansi(ln)) for ln in head.splitlines())
+
+    summary_epoch: float | None = None
+
+    def prepare(self, path: Path) -> None:
+        """Find the logging interval from the epochs and the bar's total (see above)."""
+        if self.options.logging_steps is not None:
+            return
+        scout = ConsoleDicts(self.options)
+        epochs: list[float] = []
+        try:
+            with path.open(encoding="utf-8", errors="replace", newline="") as fh:
+                for line in iter(lambda: fh.readline(MAX_LINE + 1), ""):
+                    e = scout.line(line, "")
+                    if (
+                        e is not None
+                        and "epoch" in e.metrics
+                        and not all(k.startswith("eval_") or k == "epoch" for k in e.metrics)
+                    ):
+                        epochs.append(e.metrics["epoch"])
+        except OSError:
+            return
+        if scout.how is not None and "'step'" in scout.how or not epochs or not scout.bar_total:
+            return
+        last = max(epochs)
+        runs_epochs = scout.summary_epoch or math.ceil(last)
+        if not runs_epochs or last <= 0 or len(epochs) != scout.rows:
+            return
+        last_step = last / runs_epochs * scout.bar_total
+        self.every = max(1, round(last_step / scout.rows))
+        self.bar_total = scout.bar_total
 
     def _say(self, how: str) -> None:
         if self.how != how:
@@ -77,10 +121,13 @@ class ConsoleDicts(LineReader):
         obj = None
         for part in text.split("\r"):
             if (bar := _BAR.match(part)) is not None:
-                self.bar = int(bar.group(1))
+                self.bar, self.bar_total = int(bar.group(1)), int(bar.group(2))
             if (found := find_dict(part)) is not None:
                 obj = found
-        if obj is None or SUMMARY & set(obj):
+        if obj is None:
+            return None
+        if SUMMARY & set(obj):
+            self.summary_epoch = number(obj.get("epoch"))
             return None
         metrics: dict[str, float] = {}
         ignored: list[str] = []
@@ -111,6 +158,12 @@ class ConsoleDicts(LineReader):
         if self.options.logging_steps is not None:
             self._say(f"row number x --logging-steps {self.options.logging_steps}")
             return self.rows * self.options.logging_steps
+        if self.every is not None:
+            self._say(
+                f"row number x {self.every}, the logging interval found from the epoch "
+                f"fraction and the progress bar's total of {self.bar_total} steps"
+            )
+            return self.rows * self.every
         if self.bar is not None and (self.last_step is None or self.bar > self.last_step):
             self._say("the progress bar's count before each dict")
             return self.bar

@@ -86,18 +86,20 @@ class _Tables(HTMLParser):
             self._cell.append(data)
 
 
-def table_entries(rows: list[list[str]]) -> list[Entry]:
-    """A training table (a header with a ``Step`` column, numeric rows) as entries."""
-    out: list[Entry] = []
+Table = tuple[tuple[str, ...], list[Entry]]
+
+
+def table_entries(rows: list[list[str]]) -> list[Table]:
+    """The training tables (a header with a ``Step`` column, numeric rows) in ``rows``,
+    each as its header and its entries."""
+    out: list[Table] = []
     header: list[str] | None = None
     for cells in rows:
-        if header is None:
-            if "Step" in cells:
-                header = cells
+        if "Step" in cells and all(number(c) is None for c in cells):
+            header = cells
+            out.append((tuple(cells), []))
             continue
-        if len(cells) != len(header):
-            if "Step" in cells:
-                header = cells
+        if header is None or len(cells) != len(header):
             continue
         step = number(cells[header.index("Step")])
         if step is None or step != int(step) or step < 0:
@@ -107,8 +109,8 @@ def table_entries(rows: list[list[str]]) -> list[Entry]:
             for name, cell in zip(header, cells, strict=True)
             if name != "Step" and (x := number(cell)) is not None
         }
-        out.append(Entry(int(step), metrics, (), "ipynb"))
-    return out
+        out[-1][1].append(Entry(int(step), metrics, (), "ipynb"))
+    return [t for t in out if t[1]]
 
 
 _SPLIT = re.compile(r"\s*\|\s*|\t|\s{2,}")
@@ -146,7 +148,7 @@ class Notebook(WholeReader):
         if not isinstance(doc, dict) or not isinstance(doc.get("cells"), list):
             raise LogError(f"{path}: not a Jupyter notebook (no cells list)")
         texts, html = outputs(doc)
-        tables: list[Entry] = []
+        tables: list[Table] = []
         for h in html:
             parser = _Tables()
             parser.feed(h)
@@ -169,9 +171,22 @@ class Notebook(WholeReader):
                     got.append(e)
             if len(got) > len(best):
                 best, how = got, [*reader.notes, f"from the notebook's printed {name}"]
-        if len(tables) >= len(best) and tables:
-            self.notes[:] = ["from the notebook's training table (its Step column)"]
-            return _merged(tables)
+        # a table drawn again as training went on repeats its header: one run's table; of
+        # several runs (an SFT warm-up before GRPO), the one with the most columns, else
+        # the last
+        runs: dict[tuple[str, ...], list[Entry]] = {}
+        for header, got in tables:
+            runs.setdefault(header, []).extend(got)
+        if runs:
+            order = list(runs)
+            header = max(order, key=lambda h: (len(h), order.index(h)))
+            picked = _merged(runs[header])
+            if len(picked) >= len(best):
+                note = "from the notebook's training table (its Step column)"
+                if len(runs) > 1:
+                    note += f"; of its {len(runs)} tables, the one of {len(header)} columns"
+                self.notes[:] = [note]
+                return picked
         if best:
             self.notes[:] = how
         return best

@@ -4,13 +4,16 @@ stripped, array scalars unwrapped (``np.float64(0.3)``, ``tensor(0.3)``). Lines 
 pairs, or mostly other text (sample dumps, prompts, warnings), are skipped.
 
 The step is a named field (``--step-field``; default: the first of ``step``,
-``global_step``, ``iteration``, ``iter`` on the line), or the first group of a user's
-regular expression (``--step-pattern 'Step (\\d+)'``). A step seen on a line holds for
-the pairs of the lines after it, until the next one (a step printed as a header above
-its figures). Pairs before any step are dropped.
+``global_step``, ``iteration``, ``iter`` on the line, else a progress counter such as
+``(12/9751)``, the one with the largest total), or the first group of a user's regular
+expression (``--step-pattern 'Step (\\d+)'``). A step printed alone (``step: 3``, or
+a line the pattern matches) holds for the pairs of the lines right after it, until a line
+of other text or the next step (a step printed as a header above its figures); a step
+printed among figures holds for its own line only, so pairs in text printed between
+steps (sample dumps: ``x = 3``) are not taken. Pairs before any step are dropped.
 
-Detected when lines of the file's start hold pairs with a step field (or a
-``--step-field`` / ``--step-pattern`` is given).
+Detected when a line of the file's start holds two pairs and a step field or a
+counter (or a ``--step-field`` / ``--step-pattern`` is given).
 """
 
 from __future__ import annotations
@@ -41,9 +44,26 @@ COVER = 0.3
 stray ``A: 4`` in it, a sample dump, is not a line of figures)."""
 
 
+_SEGMENTS = re.compile(r",\s+|\s+\|\s+|\t")
+_SEGMENT = re.compile(r"^\s*([A-Za-z_][\w./@-]*(?: [A-Za-z_][\w./@-]*){0,4})\s*[:=]\s*(\S+)\s*$")
+_COUNTER = re.compile(r"[\[(]\s*(\d+)\s*/\s*(\d+)\s*[\])]")
+
+
+def counter(text: str) -> int | None:
+    """The step of a progress counter on a line, ``(12/9751)`` or ``[12/500]``: of
+    several (``Epoch:[1/1](12/9751)``), the one with the largest total."""
+    found = [(int(total), int(n)) for n, total in _COUNTER.findall(text) if int(total) > 1]
+    return max(found)[1] if found else None
+
+
 def pairs(text: str) -> list[tuple[str, float]]:
     """The ``name: value`` / ``name=value`` pairs with numeric values on a line (none
-    on a line that is mostly other text)."""
+    on a line that is mostly other text). Pairs separated by commas, bars or tabs may
+    have names of several words (``Avg Response Len: 271.38``)."""
+    split = [m for seg in _SEGMENTS.split(text) if (m := _SEGMENT.match(seg))]
+    worded = [(m.group(1), x) for m in split if (x := number(m.group(2).strip("'\""))) is not None]
+    if len(worded) >= 2 and any(" " in n for n, _ in worded):
+        return worded
     out = []
     covered = 0
     for m in _PAIR.finditer(text):
@@ -68,16 +88,20 @@ class KeyValue(LineReader):
         self.pattern = re.compile(o.step_pattern) if o.step_pattern else None
         self.fields = (o.step_field,) if o.step_field else STEP_FIELDS
         self.step: int | None = None
+        self.sticky = False
+        """The last step was given alone on its line: it holds for the lines after it."""
         self.dropped = 0
 
     @classmethod
     def sniff(cls, path: Path, head: str) -> bool:
-        hits = 0
         for ln in head.splitlines():
-            found = dict(pairs(strip_ansi(ln)))
-            if len(found) >= 2 and any(f in found for f in STEP_FIELDS):
-                hits += 1
-        return hits >= 1
+            text = strip_ansi(ln)
+            found = dict(pairs(text))
+            if len(found) >= 2 and (
+                any(f in found for f in STEP_FIELDS) or counter(text) is not None
+            ):
+                return True
+        return False
 
     def line(self, text: str, where: str) -> Entry | None:
         text = strip_ansi(text)
@@ -85,12 +109,22 @@ class KeyValue(LineReader):
             self.step = parse_step(m.group(1), where)
         found = pairs(text)
         if not found:
+            if text.strip():
+                self.sticky = False  # a line of other text ends a step's block of figures
             return None
         metrics = dict(found)
         if self.pattern is None:
             key = next((f for f in self.fields if f in metrics), None)
             if key is not None:
                 self.step = parse_step(metrics.pop(key), where)
+            elif self.options.step_field is None and (n := counter(text)) is not None:
+                self.step = n
+                if not self.notes:
+                    self.notes.append("steps: the n/N progress counter on each line")
+            elif not self.sticky:
+                return None  # figures without a step, after a line that held its own
+            # a step alone on its line heads the lines after it; one among figures does not
+            self.sticky = key is not None and len(metrics) == 0 or self.sticky and key is None
         for f in STEP_FIELDS:
             metrics.pop(f, None)
         if self.step is None:

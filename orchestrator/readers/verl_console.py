@@ -5,8 +5,9 @@ Ray prefix ``(TaskRunner pid=123)``, colour codes.
 A tracker's copy of the console (W&B's ``output.log``) may cut long lines short. The
 figures before the cut are complete and kept; the pair the cut falls in is dropped: a
 pair without a value, or with a value that is not a number, always; and the last pair of
-every line as long as the longest line when several lines share that length (the mark of
-a cut at a fixed width; checked when a whole file is read).
+every line as long as the longest line when several lines share that length (a tenth of
+them, or two at a multiple of 1024 characters: the mark of a cut at a fixed width;
+checked when a whole file is read).
 
 Detected by a line holding ``step:N - name:value``.
 """
@@ -61,7 +62,11 @@ class VerlConsole(LineReader):
         if not lengths:
             return
         widest = max(lengths)
-        if lengths[widest] >= max(2, sum(lengths.values()) // 10) and widest >= 80:
+        total = sum(lengths.values())
+        shared = lengths[widest]
+        # the longest length, shared: by a tenth of the lines, or by two at a round width
+        # (W&B's output.log cuts at 4096); natural lines of ~100 figures rarely tie for it
+        if widest >= 80 and shared >= 2 and (shared >= total // 10 or widest % 1024 == 0):
             self.cut_width = widest
 
     def line(self, text: str, where: str) -> Entry | None:

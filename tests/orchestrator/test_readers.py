@@ -92,7 +92,8 @@ def test_a_real_trl_run_reads_the_same_in_every_format(path: str, fmt: str, loss
 def test_console_dicts_say_how_the_step_was_found(tmp_path: Path) -> None:
     log = read_log(TRL / "console.txt")
     assert log.report is not None
-    assert log.report.notes == ["steps: the progress bar's count before each dict"]
+    assert len(log.report.notes) == 1 and "from the epoch fraction" in log.report.notes[0]
+    assert [r["step"] for r in log.rows] == [1, 2, 3, 4, 5, 6]
     assert "train_runtime" not in log.names  # the closing summary is not a step
     # without the bars: the row number, or --logging-steps K
     dicts = [ln.split("\r")[-1] for ln in (TRL / "console.txt").read_text().splitlines()]
@@ -408,3 +409,64 @@ def test_replay_reads_each_trl_fixture(path: str, capsys: Any) -> None:
     assert replay_cli(TRL / path, control=None, rules=None, config=None, as_json=True) == 0
     out = json.loads(capsys.readouterr().out)
     assert set(out) >= {"stopped", "decisions"}
+
+
+def test_keyvalue_worded_names_a_counter_step_and_dumps_between(tmp_path: Path) -> None:
+    """A hand-written trainer's console: ``Epoch:[1/1](12/9751), Avg Response Len: 271.38``
+    (names of several words, the step in the counter with the largest total), with
+    samples printed between steps whose code holds ``x: 10`` pairs."""
+    text = (
+        "Epoch:[1/1](1/500), Reward: -2.30, KL_ref: -0.001, Avg Response Len: 271.38\n"
+        "[DEBUG] step=1, sample[0]\n"
+        "Here is the code:\n"
+        "let p = { x: 10, y: 20 }\n"
+        "Epoch:[1/1](2/500), Reward: -1.72, KL_ref: 0.0002, Avg Response Len: 297.00\n"
+    )
+    log = read_log(write(tmp_path, "train.log", text))
+    assert log.format == "keyvalue"
+    assert log.rows == [
+        {"step": 1, "Reward": -2.30, "KL_ref": -0.001, "Avg Response Len": 271.38},
+        {"step": 2, "Reward": -1.72, "KL_ref": 0.0002, "Avg Response Len": 297.00},
+    ]
+
+
+def test_notebook_with_two_training_tables_reads_the_widest(tmp_path: Path) -> None:
+    """Unsloth's Qwen3 notebook runs a short SFT (Step | Training Loss) before GRPO."""
+    sft = "<table><tr><th>Step</th><th>Training Loss</th></tr>" + "".join(
+        f"<tr><td>{s}</td><td>1.{s}</td></tr>" for s in range(1, 9)
+    )
+    outs = [
+        {"output_type": "display_data", "data": {"text/html": sft + "</table>"}},
+        {"output_type": "display_data", "data": {"text/html": HTML_TABLE}},
+    ]
+    log = read_log(write(tmp_path, "q.ipynb", _notebook(outs)))
+    assert [r["step"] for r in log.rows] == [1, 2, 3] and "reward" in log.rows[0]
+    assert log.report is not None and "of its 2 tables" in log.report.notes[0]
+
+
+CORPUS = ROOT / "bench" / "data" / "real"
+
+
+def _corpus() -> list[tuple[str, str]]:
+    import yaml
+
+    manifest = CORPUS / "manifest.yaml"
+    if not manifest.is_file():
+        return []
+    runs = yaml.safe_load(manifest.read_text(encoding="utf-8")).get("runs") or []
+    return [(r["id"], f["local"]) for r in runs for f in r.get("files", [])]
+
+
+@pytest.mark.parametrize(("run", "local"), _corpus() or [("none", "none")])
+def test_every_corpus_file_reads_as_written(run: str, local: str) -> None:
+    """bench/data/real/: every file of the corpus of public runs (fetched by
+    bench/real_corpus.py; skipped where not fetched) reads, whole and followed alike."""
+    path = CORPUS / "files" / local
+    if not path.exists():
+        pytest.skip("corpus file not fetched (python bench/real_corpus.py)")
+    log = read_log(path)
+    assert len(log.rows) >= 10, run
+    f = LogFollower(path)
+    followed = [s.step for s in f.poll() + f.close() if not s.addition]
+    assert f.error is None, run
+    assert len(followed) == len(log.rows), run
