@@ -182,8 +182,11 @@ class LogStream:
         if isinstance(reader, readers.WholeReader):
             try:
                 got = reader.entries(self.path)
-            except readers.Busy:
-                raise LogError(f"{self.path} is being rewritten; try again") from None
+            except readers.Busy as exc:
+                raise LogError(
+                    f"{self.path}: not a complete {self.fmt} file ({' '.join(str(exc).split())[:80]}); "
+                    "if it is being written, try again"
+                ) from None
             for i, e in enumerate(got):
                 yield e, f"entry {i + 1}"
             return

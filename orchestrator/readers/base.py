@@ -227,7 +227,7 @@ def names() -> list[str]:
 
 def format_names() -> list[str]:
     """What ``--format`` accepts: ``auto``, every format, and the older aliases."""
-    return ["auto", *_REGISTRY, *ALIASES]
+    return ["auto", *sorted(_REGISTRY), *ALIASES]
 
 
 def reader_class(name: str) -> type[Reader]:

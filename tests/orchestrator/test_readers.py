@@ -301,6 +301,27 @@ def test_binary_and_forced_formats(tmp_path: Path) -> None:
         read_log(p, "console_dicts")
 
 
+def test_broken_whole_files_fail_in_one_line(tmp_path: Path) -> None:
+    import sqlite3
+
+    (tmp_path / "events.out.tfevents.1.h.1.0").write_bytes(bytes(range(256)) * 12)
+    (tmp_path / "bad.ipynb").write_text('{"cells": 3')
+    (tmp_path / "empty").mkdir()
+    con = sqlite3.connect(tmp_path / "other.db")
+    con.execute("CREATE TABLE t (x)")
+    con.commit()
+    con.close()
+    for name, match in [
+        ("events.out.tfevents.1.h.1.0", "holds no steps"),
+        ("bad.ipynb", "not a complete ipynb file"),
+        ("empty", "not a file, nor a TensorBoard log folder"),
+        ("other.db", "cannot tell the format"),
+    ]:
+        with pytest.raises(LogError, match=match) as info:
+            read_log(tmp_path / name)
+        _one_line(info.value)
+
+
 def test_missing_tensorboard_names_the_install(monkeypatch: pytest.MonkeyPatch) -> None:
     import builtins
 

@@ -170,7 +170,7 @@ def test_csv_with_or_without_header_nan_kept(tmp_path: Path) -> None:
         ("a.jsonl", '{"step": true, "x": 1}\n', 'line 1: needs an integer "step"'),
         ("a.jsonl", '{"step": 1}\n{"step": 2,\n', "line 2: not valid JSON"),
         ("a.csv", "step,name,value\n1,x\n", "line 2: expected 3 columns"),
-        ("a.csv", "step,score,x\n1,0.3,2\n", "line 1: a CSV log has one metric per row"),
+        ("a.csv", "step,score,x\n1,0.3\n", "line 2: 2 cells under a header of 3 columns"),
         ("a.csv", "step,name,value\none,x,1\n", "line 2: step 'one' is not a number"),
         ("a.csv", "1,x,high\n", "line 1: value 'high' of 'x' is not a number"),
         ("a.csv", "1,,0.5\n", "line 1: empty metric name"),
