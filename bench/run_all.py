@@ -21,6 +21,9 @@ ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
 ORDER = [
     "cpu_bench",
+    "warmstart_bench",
+    "learning_bench",
+    "quickstart_threads",
     "store_bench",
     "correction_bench",
     "worker_bench",
