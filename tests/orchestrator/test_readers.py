@@ -491,3 +491,17 @@ def test_every_corpus_file_reads_as_written(run: str, local: str) -> None:
     followed = [s.step for s in f.poll() + f.close() if not s.addition]
     assert f.error is None, run
     assert len(followed) == len(log.rows), run
+
+
+def test_the_cli_says_an_undetectable_file_in_one_line(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    bad = write(tmp_path, "notes.txt", "a plain note\nwith no figures in it\n")
+    gapwatch = str(Path(sys.executable).with_name("gapwatch"))
+    res = subprocess.run(
+        [gapwatch, "replay", str(bad)], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert res.returncode == 2 and "Traceback" not in res.stderr
+    (line,) = res.stderr.strip().splitlines()
+    assert "cannot tell the format" in line and "--format NAME" in line
