@@ -108,6 +108,8 @@ class LogFollower:
             self._use(self.reader)
 
     def _use(self, reader: readers.Reader) -> None:
+        if isinstance(reader, readers.LineReader) and self.from_start and self.path.is_file():
+            reader.prepare(self.path, finished=False)
         self.reader, self.fmt = reader, reader.name
         self.report.format = reader.name
         self.report.notes = reader.notes

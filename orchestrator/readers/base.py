@@ -157,8 +157,9 @@ class LineReader(Reader):
         Raises LogError for a line that should have figures but cannot be read."""
         raise NotImplementedError
 
-    def prepare(self, path: Path) -> None:  # noqa: B027 - an optional hook
-        """Called once before a complete (not growing) file is read from its start."""
+    def prepare(self, path: Path, finished: bool = True) -> None:  # noqa: B027 - optional
+        """Called once before a file is read from its start: ``finished`` for a complete
+        file (``replay``), False for one that may still grow (``watch``)."""
 
 
 class WholeReader(Reader):

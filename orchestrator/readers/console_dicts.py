@@ -83,8 +83,10 @@ class ConsoleDicts(LineReader):
 
     summary_epoch: float | None = None
 
-    def prepare(self, path: Path) -> None:
-        """Find the logging interval from the epochs and the bar's total (see above)."""
+    def prepare(self, path: Path, finished: bool = True) -> None:
+        """Find the logging interval from the epochs and the bar's total (see above); in
+        a file that may still grow, only once the trainer's closing summary is there (the
+        run's epochs are known then)."""
         if self.options.logging_steps is not None:
             return
         scout = ConsoleDicts(self.options)
@@ -104,6 +106,8 @@ class ConsoleDicts(LineReader):
         if scout.how is not None and "'step'" in scout.how or not epochs or not scout.bar_total:
             return
         last = max(epochs)
+        if not finished and scout.summary_epoch is None:
+            return
         runs_epochs = scout.summary_epoch or math.ceil(last)
         if not runs_epochs or last <= 0 or len(epochs) != scout.rows:
             return

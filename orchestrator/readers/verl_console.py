@@ -49,7 +49,7 @@ class VerlConsole(LineReader):
     def sniff(cls, path: Path, head: str) -> bool:
         return any(_STEP.search(strip_ansi(ln)) for ln in head.splitlines())
 
-    def prepare(self, path: Path) -> None:
+    def prepare(self, path: Path, finished: bool = True) -> None:
         lengths: Counter[int] = Counter()
         try:
             with path.open(encoding="utf-8", errors="replace", newline="") as fh:
