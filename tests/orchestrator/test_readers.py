@@ -505,3 +505,45 @@ def test_the_cli_says_an_undetectable_file_in_one_line(tmp_path: Path) -> None:
     assert res.returncode == 2 and "Traceback" not in res.stderr
     (line,) = res.stderr.strip().splitlines()
     assert "cannot tell the format" in line and "--format NAME" in line
+
+
+_PIECES = [
+    "step:", "step=", " - ", ":", "=", ", ", " | ", "{'", "'}", "}", "{", "'loss': ", "reward",
+    "actor/entropy", "0.5", "-1e9", "nan", "inf", "np.float64(", "tensor(", ")", "(3/10)",
+    " 50%|#5   | 5/10 [", "\x1b[31m", "\x1b[0m", "\r", "\t", "'", '"', "Step", "12", "x",
+]  # fmt: skip
+
+
+def _fuzz_lines() -> Any:
+    from hypothesis import strategies as st
+
+    line = st.lists(st.sampled_from(_PIECES), max_size=12).map("".join)
+    return st.lists(line, min_size=1, max_size=8).map(lambda ls: "\n".join(ls) + "\n")
+
+
+def test_console_like_text_reads_or_fails_in_one_line(tmp_path: Path) -> None:
+    """Text built from the pieces console logs are made of: every reader either reads it
+    or fails with one LogError line, whole or followed."""
+    from hypothesis import HealthCheck, given, settings
+
+    @settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(_fuzz_lines())
+    def check(text: str) -> None:
+        p = tmp_path / "fuzz.log"
+        p.write_text(text, encoding="utf-8")
+        for fmt in ("auto", "console_dicts", "verl_console", "keyvalue", "csv"):
+            try:
+                rows = read_log(p, fmt).rows
+                assert all(isinstance(r["step"], int) for r in rows)
+            except LogError as exc:
+                _one_line(exc)
+        f = LogFollower(p)
+        try:
+            f.poll()
+            f.close()
+        except LogError as exc:
+            _one_line(exc)
+        if f.error is not None:
+            _one_line(f.error)
+
+    check()
