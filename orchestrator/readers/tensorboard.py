@@ -2,7 +2,9 @@
 ``report_to="tensorboard"``, verl's ``tensorboard`` logger), a file or a log folder (its
 event files, in sub-folders too), read with the ``tensorboard`` package's
 ``EventAccumulator`` (no TensorFlow): scalar summaries, and scalar-shaped tensor
-summaries (TF2's). Each tag is a metric; a tag's figures are merged across files by step.
+summaries (TF2's). Each tag is a metric; a tag's figures are merged across the files of
+one folder by step. A log folder holding several runs (event files in several
+sub-folders) is read for its latest run, named in the notes.
 
 Detected by an ``events.out.tfevents.*`` file name, or a folder holding one.
 """
@@ -53,6 +55,15 @@ class TensorBoard(WholeReader):
         files = event_files(path)
         if not files:
             raise LogError(f"{path}: no TensorBoard event files ({PATTERN}) in it")
+        runs: dict[Path, list[Path]] = {}
+        for f in files:
+            runs.setdefault(f.parent, []).append(f)
+        if len(runs) > 1:  # a log folder of several runs: one run's folder, the latest
+            latest = max(runs, key=lambda d: max(f.stat().st_mtime for f in runs[d]))
+            files = runs[latest]
+            note = f"{len(runs)} runs under {path}: read the latest, {latest.relative_to(path)}"
+            if note not in self.notes:
+                self.notes.append(note)
         steps: dict[int, dict[str, float]] = {}
         for f in files:
             acc = acc_cls(str(f), size_guidance={"scalars": 0, "tensors": 0})

@@ -350,6 +350,17 @@ def test_following_a_tensorboard_folder_gives_only_new_steps(tmp_path: Path) -> 
     assert f.fmt == "tensorboard"
 
 
+def test_a_log_folder_of_several_runs_reads_the_latest(tmp_path: Path) -> None:
+    for name in ("old", "new"):
+        shutil.copytree(TRL / "tensorboard", tmp_path / "runs" / name)
+        time.sleep(0.02)
+    event = next((tmp_path / "runs" / "new").iterdir())
+    event.touch()
+    log = read_log(tmp_path / "runs")
+    assert [r["step"] for r in log.rows] == [1, 2, 3, 4, 5, 6]
+    assert log.report is not None and "read the latest, new" in log.report.notes[0]
+
+
 def test_following_console_output_line_by_line(tmp_path: Path) -> None:
     lines = (TRL / "console.txt").read_text().splitlines(keepends=True)
     log = tmp_path / "train.log"
