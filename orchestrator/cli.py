@@ -207,8 +207,12 @@ def replay(
 @friendly
 def watch(
     log: Annotated[
-        Path, typer.Argument(help="The metrics log the trainer writes (may not exist yet).")
-    ],
+        Path | None,
+        typer.Argument(
+            help="The metrics log the trainer writes (may not exist yet); or, for a fleet, "
+            "a glob ('runs/*/metrics.jsonl') or a folder with --pattern."
+        ),
+    ] = None,
     db: DbOpt = None,
     control: Annotated[
         str | None,
@@ -252,8 +256,44 @@ def watch(
     seed: Annotated[int, typer.Option(help="The run's seed (a label).")] = 0,
     codec: Annotated[str, typer.Option(help="A label for the trainer's compression.")] = "unknown",
     correction: Annotated[str, typer.Option(help="A label for its correction.")] = "unknown",
+    pattern: Annotated[
+        str | None, typer.Option(help="Fleet: the logs under the folder LOG ('*/metrics.jsonl').")
+    ] = None,
+    layout: Annotated[
+        str | None,
+        typer.Option(
+            help="Fleet: each log's fields from its path, "
+            "'runs/{correction}-s{seed}/metrics.jsonl' (seed, codec, correction, any name)."
+        ),
+    ] = None,
+    manifest: Annotated[
+        Path | None,
+        typer.Option(
+            help="Fleet: a YAML file mapping each log to seed, codec, correction, control."
+        ),
+    ] = None,
+    control_when: Annotated[
+        str | None,
+        typer.Option(
+            help="Fleet: the fields of a seed's control, e.g. correction=none "
+            "(default: codec and correction both absent, none or dense)."
+        ),
+    ] = None,
+    pid_file: Annotated[
+        str | None,
+        typer.Option(
+            help="Fleet: a file holding each trainer's pid, templated: '{dir}/train.pid'."
+        ),
+    ] = None,
+    rescan: Annotated[
+        float, typer.Option(help="Fleet: seconds between searches for new logs.")
+    ] = 5.0,
+    max_open: Annotated[int, typer.Option(help="Fleet: at most this many logs held open.")] = 128,
 ) -> None:
     """Follow a run another program trains: store each step, apply the rules, stop it.
+
+    A glob, a folder with --pattern, --layout or --manifest follows a fleet: every log a
+    run, paired by seed, each stopped by its own templated --on-stop / --pid-file.
 
     Exit status: 0 finished with no stop; 3 stopped by a rule; 4 stopped but the stop
     action failed; 2 bad input.
@@ -262,6 +302,35 @@ def watch(
     from orchestrator.watch import WatchOptions
     from orchestrator.watch import watch as follow
 
+    if pattern or layout or manifest or (log is not None and set(str(log)) & set("*?[")):
+        from orchestrator.fleet import FleetOptions, watch_fleet
+
+        single = {"--pid": pid, "--control": control, "--name": name, "--seed": seed or None,
+                  "--codec": None if codec == "unknown" else codec,
+                  "--correction": None if correction == "unknown" else correction,
+                  "--role": None if role == "treatment" else role}  # fmt: skip
+        given = [k for k, v in single.items() if v is not None]
+        if given:
+            raise ValueError(
+                f"{', '.join(given)} name one run; a fleet takes its runs' fields from "
+                "--layout or --manifest, their pids from --pid-file"
+            )
+        fleet = FleetOptions(
+            source=None if log is None else str(log), pattern=pattern, layout=layout,
+            manifest=manifest, control_when=control_when,
+            sweep="fleet" if sweep == "watch" else sweep, fmt=fmt, names=names,
+            read=_read_options(step_field, step_pattern, logging_steps),
+            ruleset=ruleset_for(rules, config), from_start=from_start, on_stop=on_stop,
+            pid_file=pid_file, grace=grace, idle=idle or None, wait=wait, rescan=rescan,
+            max_open=max_open, say=lambda text: typer.echo(text),
+        )  # fmt: skip
+        raise typer.Exit(watch_fleet(fleet, db))
+    if log is None:
+        raise ValueError("give the log to follow (or a glob, --layout or --manifest for a fleet)")
+    if pid_file is not None or control_when is not None:
+        raise ValueError(
+            "--pid-file and --control-when are for a fleet (a glob, --layout or --manifest)"
+        )
     if role not in ("treatment", "control"):
         raise ValueError(f"--role {role!r}: use treatment or control")
     opts = WatchOptions(

@@ -1,0 +1,275 @@
+"""``gapwatch watch`` over a fleet: fields from a layout or a manifest, the control of each
+seed, templated stop actions (retried once, stored with the decision), bounded open files,
+and a fleet of real writer processes started by a shell loop, watched from one process."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from orchestrator import fleet_layout as L
+from orchestrator.fleet import ACTION_RULE, FleetOptions, ParkedFollower, _end_pid, watch_fleet
+from orchestrator.replay import ruleset_for
+from store import open_store
+
+ROOT = Path(__file__).resolve().parents[2]
+LOGS = ROOT / "examples" / "logs"
+GAPWATCH = Path(sys.executable).with_name("gapwatch")
+
+# --- layout, control, manifest, templates ---------------------------------------------
+
+
+def test_layout_reads_fields_and_finds_logs() -> None:
+    lay = L.Layout("runs/{correction}-s{seed}/metrics.jsonl")
+    assert lay.fields == ["correction", "seed"]
+    assert lay.glob == "runs/*-s*/metrics.jsonl"
+    assert lay.match("runs/tis-s3/metrics.jsonl") == {"correction": "tis", "seed": "3"}
+    # a relative layout matches the end of a longer path; a seed is digits
+    assert lay.match("/data/team/runs/seq_tis-s12/metrics.jsonl") == {
+        "correction": "seq_tis",
+        "seed": "12",
+    }
+    assert lay.match("runs/tis-sX/metrics.jsonl") is None
+    assert lay.match("runs/tis-s1/other.jsonl") is None
+    assert lay.match("myruns/tis-s1/metrics.jsonl") is None  # whole path parts only
+    job = L.Layout("{job}/{codec}_{correction}_{seed}.log")
+    assert job.match("j77/topk_tis_0.log") == {"job": "j77", "codec": "topk", "correction": "tis", "seed": "0"}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("template", "needle"),
+    [("runs/metrics.jsonl", "names no field"), ("runs/{seed:03d}/m.jsonl", "is not a field")],
+)
+def test_bad_layouts_say_how(template: str, needle: str) -> None:
+    with pytest.raises(L.LayoutError, match=needle):
+        L.Layout(template)
+
+
+def test_the_control_of_a_seed() -> None:
+    default = None
+    assert L.is_control({"seed": "0"}, default)  # nothing says compressed or corrected
+    assert L.is_control({"codec": "dense", "correction": "none"}, default)
+    assert not L.is_control({"correction": "tis"}, default)
+    assert not L.is_control({"codec": "topk", "correction": "none"}, default)
+    when = L.parse_control_when("correction=none")
+    assert when == {"correction": "none"}
+    assert L.is_control({"correction": "none", "codec": "topk"}, when)
+    assert not L.is_control({"correction": "tis"}, when)
+    assert L.is_control({"correction": "tis", "control": True}, when)  # a manifest says so
+    assert not L.is_control({"control": "false"}, default)
+    with pytest.raises(L.LayoutError, match="field=value"):
+        L.parse_control_when("none")
+
+
+def test_pairs_and_identity() -> None:
+    tre = L.identity_of("fleet", {"seed": "1", "correction": "tis"}, False, "x")
+    ctl = L.identity_of("fleet", {"seed": "1", "correction": "none"}, True, "y")
+    other = L.identity_of("fleet", {"seed": "2", "correction": "tis"}, False, "z")
+    assert tre.pair_key == ctl.pair_key == "fleet/s1" != other.pair_key
+    assert ctl.store_fields()["role"] == "control" and ctl.compression_label == "none"
+    assert tre.store_fields() == {"role": "treatment", "pair_key": "fleet/s1", "seed": 1,
+                                  "compression": "unknown", "correction": "tis"}  # fmt: skip
+    with pytest.raises(L.LayoutError, match="seed 'abc' is not an integer"):
+        L.identity_of("fleet", {"seed": "abc"}, False, "runs/abc")
+
+
+def test_manifest(tmp_path: Path) -> None:
+    m = tmp_path / "fleet.yaml"
+    m.write_text(
+        "runs/a/metrics.jsonl: {seed: 0, codec: topk, correction: tis, job: 101}\n"
+        "runs/b/metrics.jsonl: {seed: 0, control: true, job: 102}\n"
+        "/abs/c.jsonl:\n"
+    )
+    got = L.load_manifest(m)
+    assert got[tmp_path / "runs/a/metrics.jsonl"]["job"] == 101
+    assert L.is_control(got[tmp_path / "runs/b/metrics.jsonl"], None)
+    assert got[Path("/abs/c.jsonl")] == {}
+    m.write_text("- a\n- b\n")
+    with pytest.raises(L.LayoutError, match="one entry per log"):
+        L.load_manifest(m)
+    m.write_text("a.jsonl: 3\n")
+    with pytest.raises(L.LayoutError, match="give a mapping"):
+        L.load_manifest(m)
+
+
+def test_templates() -> None:
+    fields = {"seed": "0", "job": "4711", "dir": "runs/tis-s0"}
+    assert L.render("scancel {job}", fields) == "scancel 4711"
+    assert L.render("{dir}/train.pid", fields) == "runs/tis-s0/train.pid"
+    with pytest.raises(L.LayoutError, match=r"names \{name\}, which this run lacks"):
+        L.render("kubectl delete job {name}", fields)
+
+
+# --- the follower's bounded files, the stop of one process ------------------------------
+
+
+def test_a_parked_follower_keeps_its_place(tmp_path: Path) -> None:
+    log = tmp_path / "m.jsonl"
+    log.write_text('{"step": 1, "x": 1}\n{"step": 2, "x"')
+    f = ParkedFollower(log)
+    assert [s.step for s in f.poll()] == [1] and f.is_open
+    f.park()
+    assert not f.is_open and f.poll() == [] and not f.is_open  # not grown: not reopened
+    with log.open("a") as fh:
+        fh.write(': 2}\n{"step": 3, "x": 3}\n')
+    assert [s.step for s in f.poll()] == [2, 3] and f.is_open
+
+
+def test_a_pid_sharing_its_group_is_ended_alone(tmp_path: Path) -> None:
+    shell = subprocess.Popen(
+        ["sh", "-c", "sleep 30 & echo $! > a.pid; sleep 30 & echo $! > b.pid; wait"],
+        cwd=tmp_path, start_new_session=True,
+    )  # fmt: skip
+    try:
+        while not (tmp_path / "b.pid").exists() or not (tmp_path / "b.pid").read_text():
+            time.sleep(0.02)
+        a, b = (int((tmp_path / f"{n}.pid").read_text()) for n in "ab")
+        assert "ended by SIGTERM" in _end_pid(a, 3)
+        os.kill(b, 0)  # its sibling lives on
+        assert shell.poll() is None
+    finally:
+        os.killpg(shell.pid, signal.SIGKILL)
+        shell.wait()
+
+
+# --- a fleet in process: pairing, a failing action retried and stored -------------------
+
+
+def _copy_history(src: Path, dst: Path, steps: int | None = None) -> None:
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    lines = src.read_text().splitlines(keepends=True)
+    dst.write_text("".join(lines[:steps]))
+
+
+def test_a_fleet_pairs_by_seed_and_stores_each_action(tmp_path: Path) -> None:
+    runs = tmp_path / "runs"
+    for seed in (0, 1):
+        _copy_history(LOGS / "seed_dense.verl.jsonl", runs / f"none-s{seed}/metrics.jsonl")
+        _copy_history(LOGS / "seed_compressed.verl.jsonl", runs / f"tis-s{seed}/metrics.jsonl")
+    _copy_history(LOGS / "seed_dense.verl.jsonl", runs / "scratch/metrics.jsonl", 3)
+    lines: list[str] = []
+    opts = FleetOptions(
+        source=str(runs / "*" / "metrics.jsonl"), layout="runs/{correction}-s{seed}/metrics.jsonl",
+        sweep="team", ruleset=ruleset_for(None, None), idle=0.5, poll=0.05, rescan=0.2,
+        on_stop="echo stopping {correction} s{seed} at {step}; test {seed} = 0",
+        say=lines.append,
+    )  # fmt: skip
+    db = f"sqlite:///{tmp_path}/f.db"
+    assert watch_fleet(opts, db) == 4, "\n".join(lines)  # seed 1's action fails twice
+    st = open_store(db)
+    (sweep,) = st.sweeps()
+    assert sweep.name == "team"
+    got = {r.trial_id: r for r in st.runs()}
+    assert set(got) == {"none-s0/metrics.jsonl", "tis-s0/metrics.jsonl",
+                        "none-s1/metrics.jsonl", "tis-s1/metrics.jsonl"}  # fmt: skip
+    for seed in (0, 1):
+        ctl, tre = got[f"none-s{seed}/metrics.jsonl"], got[f"tis-s{seed}/metrics.jsonl"]
+        assert (ctl.role, ctl.status, ctl.pair_key) == ("control", "completed", f"team/s{seed}")
+        assert (tre.role, tre.status, tre.pair_key) == ("treatment", "stopped", f"team/s{seed}")
+        assert tre.correction == "tis"
+        ds = st.decisions(run_id=tre.id)
+        assert ("gap_vs_control", "warn") in {(d.rule, d.action) for d in ds}  # saw its control
+        (act,) = [d for d in ds if d.rule == f"{ACTION_RULE}/on_stop"]
+        ev = act.evidence
+        assert ev["command"] == f"echo stopping tis s{seed} at {tre.stop_step}; test {seed} = 0"
+        assert f"stopping tis s{seed}" in ev["output"]
+        if seed == 0:
+            assert (act.action, ev["exit_code"], ev["attempts"]) == ("continue", 0, 1)
+        else:
+            assert (act.action, ev["exit_code"], ev["attempts"]) == ("warn", 1, 2)
+    assert any("tis-s1/metrics.jsonl: on_stop" in x and "failed twice (exit 1)" in x for x in lines)
+    assert any("skipped" in x and "does not fit --layout" in x for x in lines)
+    assert any("fleet done: 4 runs (2 completed, 2 stopped)" in x for x in lines)
+
+
+def test_fleet_bad_input_is_one_line(tmp_path: Path) -> None:
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([str(GAPWATCH), "watch", *args, "--db", f"sqlite:///{tmp_path}/x.db"],
+                              capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
+
+    for args, needle in [
+        ((str(tmp_path / "*.jsonl"), "--wait", "0.3"), "no log matched"),
+        ((str(tmp_path), "--layout", "x.jsonl"), "names no field"),
+        ((str(tmp_path / "*.jsonl"), "--pid", "1"), "--pid name one run"),
+        ((str(tmp_path), "--pid-file", "{dir}/p"), "--pid-file and --control-when are for a fleet"),
+    ]:
+        res = run(*args)
+        lines = res.stderr.strip().splitlines()
+        assert res.returncode == 2 and len(lines) == 1 and needle in lines[0], res.stderr
+
+
+# --- real writer processes started by a shell loop ---------------------------------------
+
+WRITER = r"""
+import os, sys, time
+history, log, pid_file, pause, linger = sys.argv[1:6]
+with open(pid_file, "w") as f:
+    f.write(str(os.getpid()))
+with open(history) as src, open(log, "a") as out:
+    for line in src:  # verl's file logger: {"step": n, "data": {...}} per line, unbuffered
+        out.write(line)
+        out.flush()
+        time.sleep(float(pause))
+time.sleep(float(linger))  # a trainer that lingers: only a stop ends it
+"""
+
+LOOP = r"""
+for seed in 0 1 2; do
+  for corr in none tis icepop seqtis; do
+    d=runs/$corr-s$seed; mkdir -p $d
+    case $corr in none|seqtis) h=dense; linger=0;; *) h=compressed; linger=60;; esac
+    "$PY" writer.py "$LOGS/seed_$h.verl.jsonl" $d/metrics.jsonl $d/train.pid 0.1 $linger &
+  done
+done
+wait
+"""
+
+
+def test_a_fleet_of_real_writers_started_by_a_shell_loop(tmp_path: Path) -> None:
+    (tmp_path / "writer.py").write_text(WRITER)
+    env = {**os.environ, "PY": sys.executable, "LOGS": str(LOGS)}
+    shell = subprocess.Popen(["sh", "-c", LOOP], cwd=tmp_path, env=env, start_new_session=True)
+    db = f"sqlite:///{tmp_path}/fleet.db"
+    try:
+        res = subprocess.run(
+            [str(GAPWATCH), "watch", "runs/*/metrics.jsonl", "--db", db, "--sweep", "loop",
+             "--layout", "runs/{correction}-s{seed}/metrics.jsonl",
+             "--pid-file", "{dir}/train.pid", "--grace", "3",
+             "--on-stop", "echo {rule} {step} > {dir}/stopped.txt",
+             "--idle", "2", "--rescan", "0.5", "--max-open", "4"],
+            cwd=tmp_path, capture_output=True, text=True, timeout=90, check=False,
+        )  # fmt: skip
+        assert res.returncode == 3, res.stdout + res.stderr
+        shell.wait(timeout=10)  # every writer has ended: nothing left running
+    finally:
+        if shell.poll() is None:
+            os.killpg(shell.pid, signal.SIGKILL)
+            shell.wait()
+    st = open_store(db)
+    got = {r.trial_id: r for r in st.runs()}
+    assert len(got) == 12, res.stdout
+    for seed in (0, 1, 2):
+        ctl = got[f"none-s{seed}/metrics.jsonl"]
+        assert (ctl.role, ctl.status, ctl.last_step) == ("control", "completed", 44)
+        healthy = got[f"seqtis-s{seed}/metrics.jsonl"]
+        assert (healthy.role, healthy.status) == ("treatment", "completed"), res.stdout
+        for corr in ("tis", "icepop"):
+            run = got[f"{corr}-s{seed}/metrics.jsonl"]
+            assert (run.role, run.status, run.pair_key) == ("treatment", "stopped", ctl.pair_key)
+            assert run.stop_step is not None and run.stop_step < 44
+            acts = {
+                d.evidence["kind"]: d
+                for d in st.decisions(run_id=run.id)
+                if d.rule.startswith(ACTION_RULE)
+            }
+            assert acts["pid_file"].action == "continue", acts["pid_file"].evidence
+            assert "ended by SIGTERM" in acts["pid_file"].evidence["output"]
+            stopped = (tmp_path / f"runs/{corr}-s{seed}/stopped.txt").read_text().split()
+            assert stopped == [str(run.stop_rule), str(run.stop_step)]
+    assert "fleet done: 12 runs (6 completed, 6 stopped)" in res.stdout
