@@ -273,3 +273,64 @@ def test_a_fleet_of_real_writers_started_by_a_shell_loop(tmp_path: Path) -> None
             stopped = (tmp_path / f"runs/{corr}-s{seed}/stopped.txt").read_text().split()
             assert stopped == [str(run.stop_rule), str(run.stop_step)]
     assert "fleet done: 12 runs (6 completed, 6 stopped)" in res.stdout
+
+
+TRL_WRITER = r"""
+import json, os, sys, time
+history, out_dir, pause, linger = sys.argv[1:5]
+with open(os.path.join(out_dir, "train.pid"), "w") as f:
+    f.write(str(os.getpid()))
+rows = []
+for line in open(history):  # the seed's run in TRL's names, saved as TRL saves its state
+    d = json.loads(line)
+    m = d["data"]
+    rows.append({"step": d["step"], "reward": m["critic/score/mean"],
+                 "completions/clipped_ratio": m["response_length/clip_ratio"],
+                 "completions/mean_length": m["response_length/mean"],
+                 "frac_reward_zero_std": m["critic/advantages/zero_group_frac"]})
+    tmp = os.path.join(out_dir, "trainer_state.json.tmp")
+    with open(tmp, "w") as f:
+        json.dump({"global_step": d["step"], "log_history": rows}, f)
+    os.replace(tmp, os.path.join(out_dir, "trainer_state.json"))
+    time.sleep(float(pause))
+time.sleep(float(linger))
+"""
+
+TRL_LOOP = r"""
+for seed in 0 1; do
+  for corr in none tis; do
+    d=runs/$corr-s$seed; mkdir -p $d
+    case $corr in none) h=dense; linger=0;; *) h=compressed; linger=60;; esac
+    "$PY" trl_writer.py "$LOGS/seed_$h.verl.jsonl" $d 0.1 $linger &
+  done
+done
+wait
+"""
+
+
+def test_a_fleet_of_trl_state_files_in_a_folder(tmp_path: Path) -> None:
+    (tmp_path / "trl_writer.py").write_text(TRL_WRITER)
+    env = {**os.environ, "PY": sys.executable, "LOGS": str(LOGS)}
+    shell = subprocess.Popen(["sh", "-c", TRL_LOOP], cwd=tmp_path, env=env, start_new_session=True)
+    db = f"sqlite:///{tmp_path}/trl.db"
+    try:
+        res = subprocess.run(
+            [str(GAPWATCH), "watch", "runs", "--pattern", "*/trainer_state.json", "--db", db,
+             "--layout", "runs/{correction}-s{seed}/trainer_state.json",
+             "--pid-file", "{dir}/train.pid", "--grace", "3", "--idle", "2", "--rescan", "0.5"],
+            cwd=tmp_path, capture_output=True, text=True, timeout=90, check=False,
+        )  # fmt: skip
+        assert res.returncode == 3, res.stdout + res.stderr
+        shell.wait(timeout=10)  # every writer has ended
+    finally:
+        if shell.poll() is None:
+            os.killpg(shell.pid, signal.SIGKILL)
+            shell.wait()
+    st = open_store(db)
+    got = {r.trial_id: r for r in st.runs()}
+    assert set(got) == {f"{c}-s{s}/trainer_state.json" for c in ("none", "tis") for s in (0, 1)}
+    for seed in (0, 1):
+        ctl, tre = got[f"none-s{seed}/trainer_state.json"], got[f"tis-s{seed}/trainer_state.json"]
+        assert (ctl.status, ctl.last_step) == ("completed", 44), res.stdout
+        assert (tre.status, tre.pair_key) == ("stopped", ctl.pair_key), res.stdout
+    assert "trl names, mapped" in res.stdout
