@@ -8,7 +8,8 @@ appear later join; each log is one run with its own ``LogFollower`` and rule wat
 ``orchestrator.fleet_layout``: its fields, its role, its pair (treatments see the steps
 of their seed's control, as ``--control`` gives them for one log). On a stop the run's
 actions are carried out, templated with its fields and ``{path}``, ``{dir}``,
-``{name}``: ``--pid-file`` (its process ended: the whole group where the trainer leads
+``{name}``, ``{run_id}``, ``{rule}``, ``{step}`` (a literal brace is written ``{{``):
+``--pid-file`` (its process ended: the whole group where the trainer leads
 its own, the process alone where it shares one with its siblings, as a shell loop's
 ``&`` does) and ``--on-stop``; each action's exit code and output go into the store as a
 ``stop_action/<kind>`` decision (``continue`` done, ``warn`` failed), a failure is retried
@@ -413,7 +414,8 @@ class Fleet:
                 self.say(f"{run.name}: {result.kind} {result.command}: {tail or 'done'}")
             else:
                 self.failed_actions += 1
-                self.say(f"{run.name}: {result.kind} {result.command} failed twice "
+                tries = "twice" if result.attempts == 2 else "(not retried: a template error)"
+                self.say(f"{run.name}: {result.kind} {result.command} failed {tries} "
                          f"(exit {result.code}): {tail}")  # fmt: skip
 
     def carry_out(

@@ -334,3 +334,39 @@ def test_a_fleet_of_trl_state_files_in_a_folder(tmp_path: Path) -> None:
         assert (ctl.status, ctl.last_step) == ("completed", 44), res.stdout
         assert (tre.status, tre.pair_key) == ("stopped", ctl.pair_key), res.stdout
     assert "trl names, mapped" in res.stdout
+
+
+def test_a_fleet_from_a_manifest(tmp_path: Path) -> None:
+    _copy_history(LOGS / "seed_compressed.verl.jsonl", tmp_path / "a/m.jsonl")
+    _copy_history(LOGS / "seed_dense.verl.jsonl", tmp_path / "b/m.jsonl")
+    (tmp_path / "fleet.yaml").write_text(
+        "a/m.jsonl: {seed: 3, codec: topk, correction: tis, job: j1}\n"
+        "b/m.jsonl: {seed: 3, control: true}\n"
+        "c/never.jsonl: {seed: 4}\n"  # not there (yet): not a run
+    )
+    lines: list[str] = []
+    opts = FleetOptions(
+        manifest=tmp_path / "fleet.yaml", ruleset=ruleset_for(None, None), idle=0.5,
+        poll=0.05, rescan=0.2, on_stop="echo cancel {job} {{literal}}", say=lines.append,
+    )  # fmt: skip
+    db = f"sqlite:///{tmp_path}/m.db"
+    assert watch_fleet(opts, db) == 3, "\n".join(lines)
+    st = open_store(db)
+    got = {r.trial_id: r for r in st.runs()}
+    assert set(got) == {"a/m.jsonl", "b/m.jsonl"}
+    a, b = got["a/m.jsonl"], got["b/m.jsonl"]
+    assert (a.role, a.status, a.compression, a.correction) == (
+        "treatment",
+        "stopped",
+        "topk",
+        "tis",
+    )
+    assert (b.role, b.status, a.pair_key, b.pair_key) == (
+        "control",
+        "completed",
+        "fleet/s3",
+        "fleet/s3",
+    )
+    (act,) = [d for d in st.decisions(run_id=a.id) if d.rule.startswith(ACTION_RULE)]
+    assert act.evidence["output"] == "cancel j1 {literal}"
+    assert any("b/m.jsonl: 'echo cancel {job} {{literal}}' names job" in x for x in lines)
