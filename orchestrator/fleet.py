@@ -19,8 +19,9 @@ fleet ends when every run has finished and no new log has appeared for ``idle`` 
 Open files are bounded (``max_open``): the followers quiet the longest close their file
 and keep their place; a parked log is only ``stat``-ed until it grows again.
 
-Left out: actions run one after another in the polling loop (each bounded by its
-timeout); a run's control must be in the same fleet (not a stored run id).
+Stop actions run in a small thread pool (their outcomes are stored from the loop), so a
+slow one does not hold up the other logs. Left out: a run's control must be in the same
+fleet (not a stored run id).
 
 Call :func:`watch_fleet` with :class:`FleetOptions`. Exit status as ``watch``: 0 no
 stop, 3 stops carried out, 4 a stop action failed, 2 bad input.
@@ -34,6 +35,7 @@ import os
 import signal
 import subprocess
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -238,6 +240,10 @@ class Fleet:
         self.skipped: set[Path] = set()
         self.told = False
         self.failed_actions = 0
+        self.pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="stop-action")
+        """Stop actions run here, so a slow one (a trainer that ignores SIGTERM for
+        ``grace`` s, a hanging ``scancel``) does not hold up the other runs' logs."""
+        self.pending: list[tuple[FleetRun, Decision, Future[list[ActionResult]]]] = []
         self.stops = 0
 
     # --- finding the logs -------------------------------------------------------------
@@ -405,7 +411,20 @@ class Fleet:
         run.done = True
         self.stops += 1
         fields = {**run.template_fields(), "rule": stop.rule, "step": stop.step}
-        for result in self.carry_out(run, fields, stop):
+        self.pending.append((run, stop, self.pool.submit(self.carry_out, run, fields, stop)))
+
+    def collect(self, wait: bool = False) -> None:
+        """Store and say the outcome of each stop action that has finished (all, ``wait``)."""
+        left = []
+        for run, stop, fut in self.pending:
+            if wait or fut.done():
+                self._record(run, stop, fut.result())
+            else:
+                left.append((run, stop, fut))
+        self.pending = left
+
+    def _record(self, run: FleetRun, stop: Decision, results: list[ActionResult]) -> None:
+        for result in results:
             action = "continue" if result.code == 0 else "warn"
             rule = f"{ACTION_RULE}/{result.kind}"
             self.st.write_decision(run.tracked.run_id, stop.step, rule, action, result.evidence())
@@ -492,14 +511,18 @@ def watch_fleet(opts: FleetOptions, db_url: str | None) -> int:
             for run in sorted(active, key=lambda r: not r.is_control):
                 fleet.poll_run(run, time.monotonic())
             fleet.bound_open_files()
-            if fleet.runs and all(r.done for r in fleet.runs.values()):
+            fleet.collect()
+            if fleet.runs and not fleet.pending and all(r.done for r in fleet.runs.values()):
                 quiet = time.monotonic() - last_new
                 if opts.idle is None or quiet > opts.idle:
                     break
             time.sleep(opts.poll)
     except KeyboardInterrupt:
         say("interrupted: unfinished runs stay 'running' in the store")
+        fleet.pool.shutdown(wait=False, cancel_futures=True)
         raise
+    fleet.collect(wait=True)
+    fleet.pool.shutdown()
     statuses = [st.run(r.tracked.run_id).status for r in fleet.runs.values()]
     counts = ", ".join(f"{statuses.count(s)} {s}" for s in sorted(set(statuses)))
     say(f"fleet done: {len(statuses)} runs ({counts})")
