@@ -47,10 +47,10 @@ CALIBRATION_SEEDS = frozenset({0, 1})
 
 GRIDS: dict[str, dict[str, list[Any]]] = {
     "score_collapse": {
-        "drop": [None, 0.3, 0.4, 0.5],
-        "from_best": [None, 0.75, 1.0, 1.25, 1.5],
-        "k": [2, 3],
-        "control_margin": [None, 0.8, 1.0, 1.2, 1.5],
+        "drop": [None, 0.4, 1.0, 1.5],
+        "window": [1, 5],
+        "baseline_steps": [3, 10],
+        "control_margin": [None, 1.0, 1.2, 1.5],
     },
     "constant_advantage": {
         "frac": [0.7, 0.8, 0.9, 1.0],
@@ -60,10 +60,10 @@ GRIDS: dict[str, dict[str, list[Any]]] = {
     "length_runaway": {"clip_level": [0.3, 0.5], "k": [2, 3]},
     "post_tool_tail_growth": {"factor": [2.0, 3.0, 4.0, 6.0, 10.0], "k": [2, 3]},
     "ess_collapse": {"floor": [0.05, 0.1, 0.2, 0.3], "k": [2, 3, 5]},
-    "grad_norm_blowup": {"factor": [5.0, 10.0, 20.0, 50.0], "window": [5, 9]},
+    "grad_norm_blowup": {"factor": [5.0, 10.0, 20.0, 50.0], "window": [5, 50]},
     "entropy_collapse": {"frac": [0.05, 0.1, 0.2]},
     "length_collapse": {"frac": [0.1, 0.2, 0.3]},
-    "kl_blowup": {"factor": [5.0, 10.0], "min_kl": [0.5, 1.0]},
+    "kl_blowup": {"factor": [5.0, 10.0], "min_kl": [0.5, 1.0, 10.0]},
 }
 """The thresholds tried per rule (the rest keep their defaults)."""
 

@@ -50,6 +50,10 @@ TRL: Final[dict[str, Meaning]] = {
         N.RESPONSE_LENGTH_MEAN, "tokens per completion (a completion is one generated response)"
     ),
     "completions/max_length": Meaning(N.RESPONSE_LENGTH_MAX, "longest completion, tokens"),
+    "completion_length": Meaning(
+        N.RESPONSE_LENGTH_MEAN,
+        "tokens per completion, as TRL before 0.16 (and Unsloth's notebooks) named its mean",
+    ),
     "completions/clipped_ratio": Meaning(
         N.CLIP_RATIO, "fraction of completions cut at max_completion_length (the clip ratio)"
     ),

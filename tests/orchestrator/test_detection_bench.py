@@ -59,7 +59,9 @@ def test_detection_bench_smoke(tmp_path: Path) -> None:
     assert by_key["topk_keep0.05/s1-control"].onset == 8
     scores = {s.policy: s for s in bench.evaluate(loaded, with_rlwatch=False)}
     default = scores["gapwatch: default rules"]
-    assert default.collapses == 3 and default.caught == 3 and default.false_stops == 0
+    # the lr-1e-3 control fell within its first 2 steps, inside the score's early window:
+    # no default rule catches it since issue 18 (tests/orchestrator/test_replay.py)
+    assert default.collapses == 3 and default.caught == 2 and default.false_stops == 0
     assert default.steps_used < default.steps_all
     assert {"Ray Tune ASHA (grace 1, reduction 4)",
             "Post-Training Toolkit (truncation > 0.3 @30, group std < 0.01 @40)"} <= set(scores)  # fmt: skip

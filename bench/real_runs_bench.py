@@ -1,0 +1,354 @@
+"""Do the stops hold on real runs? gapwatch, rlwatch and Ray Tune over public training logs.
+
+    .venv/bin/python bench/real_runs_bench.py [--corpus DIR] [--no-rlwatch]
+
+The corpus: ``bench/data/real/manifest.yaml`` (runs of other people's GRPO/PPO trainers,
+each with its provenance and a label decided from its curves by the manifest's written
+criterion: healthy, dead, or degenerate with an onset window ``[first, last]`` in trainer
+steps); the files themselves under ``bench/data/real/files/`` (git-ignored; rebuilt by
+``bench/real_corpus.py``). Each file is read as its trainer wrote it, as ``gapwatch
+replay`` reads it (``orchestrator.logs.open_log``, names mapped by ``NameMapper``), and
+each policy sees its steps in order and stops it at most once:
+
+- gapwatch's default rules (``orchestrator.rules.build()``) through ``orchestrator.replay``
+  (the one ``Watcher`` every path uses), and the rules as calibrated below;
+- rlwatch 0.5.1's ``DetectorSuite`` with its defaults, in its own virtual environment
+  (``bench/.venv-rlwatch``, as ``bench/detection_bench.py`` makes it); its first critical
+  alert is its stop;
+- Ray Tune's ``TrialPlateauStopper`` on the score (its defaults: std 0.01 over 4 results,
+  grace 4), and with its std chosen on the calibration part.
+
+Outcomes: a healthy run stopped is a **false stop**; a dead or degenerate run is
+**caught** when stopped inside its window, **premature** before it, **late** after it,
+**missed** when never stopped. A dead run's window is its first 20 trainer steps (the
+span over which the criterion establishes "no improvement").
+
+Calibration and held-out parts: the runs of each label are ordered by the sha256 of their
+id and dealt alternately (a fixed, stratified hash split). Per rule, a small grid of its
+thresholds is replayed over the calibration part, the others at their defaults; the
+chosen setting has no false stop and no premature stop and catches the most, then the
+fewest late; the chosen settings together, and today's defaults, are then scored on the
+held-out part. Writes bench/results/real_runs_bench.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import itertools
+import math
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+import detection_bench as db  # noqa: E402
+from _machine import machine  # noqa: E402
+
+from correction import names as N  # noqa: E402
+from orchestrator import rules  # noqa: E402
+from orchestrator.logs import NameMapper, open_log  # noqa: E402
+from orchestrator.replay import replay  # noqa: E402
+
+CORPUS = ROOT / "bench" / "data" / "real"
+OUT = ROOT / "bench" / "results" / "real_runs_bench.md"
+DEAD_WINDOW = 20
+"""Trainer steps from a dead run's first over which a stop counts as caught."""
+Row = dict[str, Any]
+
+GRIDS: dict[str, dict[str, list[Any]]] = {
+    "score_collapse": {
+        "drop": [1.0, 1.5, 2.0],
+        "from_best": [None, 2.0, 3.0],
+        "window": [1, 5],
+        "baseline_steps": [3, 10],
+    },
+    "constant_advantage": {
+        "frac": [0.8, 0.9],
+        "k_without_fraction": [10, 15, 20],
+        "window_without_fraction": [10, 20],
+    },
+    "length_runaway": {"clip_level": [0.3, 0.5], "k": [2, 5]},
+    "length_collapse": {"frac": [0.1, 0.2, 0.3]},
+    "entropy_collapse": {"frac": [0.05, 0.1, 0.2]},
+    "kl_blowup": {"min_kl": [1.0, 5.0, 10.0]},
+    "grad_norm_blowup": {"window": [5, 50]},
+}
+"""The thresholds tried per rule on the calibration part (the rest keep their defaults)."""
+PLATEAU_STDS = [0.001, 0.003, 0.01, 0.03, 0.1]
+"""TrialPlateauStopper std thresholds tried on the calibration part."""
+
+
+@dataclass
+class Run:
+    """One corpus run: its rows as gapwatch reads them, and its label."""
+
+    id: str
+    label: str
+    rows: list[Row]
+    window: tuple[int, int] | None
+    signal: str
+    fmt: str
+    interval: int
+
+    @property
+    def key(self) -> str:  # what detection_bench's rlwatch runner keys stops by
+        return self.id
+
+
+def load(corpus: Path) -> tuple[list[Run], list[str]]:
+    """Every corpus run whose files are present (and what could not be read)."""
+    manifest = yaml.safe_load((corpus / "manifest.yaml").read_text())
+    runs, problems = [], []
+    for entry in manifest["runs"]:
+        path = corpus / "files" / entry["files"][0]["local"]
+        if not path.exists():
+            problems.append(f"{entry['id']}: file absent (bench/real_corpus.py fetches it)")
+            continue
+        try:
+            mapper = NameMapper()
+            rows = [mapper(r) for r in open_log(path)]
+        except Exception as exc:  # noqa: BLE001 - reported, the others still run
+            problems.append(f"{entry['id']}: not read ({str(exc)[:120]})")
+            continue
+        if not rows:
+            problems.append(f"{entry['id']}: no rows read")
+            continue
+        first = int(rows[0]["step"])
+        window = None
+        if entry["label"] == "degenerate":
+            window = (int(entry["onset"][0]), int(entry["onset"][1]))
+        elif entry["label"] == "dead":
+            window = (first, first + DEAD_WINDOW - 1)
+        runs.append(Run(entry["id"], entry["label"], rows, window, str(entry.get("signal") or ""),
+                        str(entry.get("format", "")), int(entry.get("logging_interval") or 1)))  # fmt: skip
+    return runs, problems
+
+
+def split(runs: list[Run]) -> tuple[list[Run], list[Run]]:
+    """(calibration, held out): each label's runs ordered by sha256(id), dealt alternately."""
+    cal, held = [], []
+    for label in sorted({r.label for r in runs}):
+        group = sorted((r for r in runs if r.label == label),
+                       key=lambda r: hashlib.sha256(r.id.encode()).hexdigest())  # fmt: skip
+        for i, r in enumerate(group):
+            (cal if i % 2 == 0 else held).append(r)
+    return cal, held
+
+
+# --- policies ----------------------------------------------------------------------------
+
+Stops = dict[str, int]
+
+
+def gapwatch(ruleset: rules.RuleSet, runs: list[Run]) -> tuple[Stops, dict[str, str]]:
+    """Stops (and the rule that stopped) as ``gapwatch replay`` decides them."""
+    stops, why = {}, {}
+    for run in runs:
+        res = replay(run.rows, None, ruleset)
+        if res.stop is not None:
+            stops[run.id] = int(res.stop.step)
+            why[run.id] = res.stop.rule
+    return stops, why
+
+
+def plateau(runs: list[Run], std: float = 0.01) -> Stops:
+    from ray.tune.stopper import TrialPlateauStopper
+
+    stopper = TrialPlateauStopper(metric="score", std=std)
+    out: Stops = {}
+    for run in runs:
+        for row in run.rows:
+            v = row.get(N.SCORE_MEAN)
+            if isinstance(v, float) and math.isfinite(v) and stopper(run.id, {"score": v}):
+                out[run.id] = int(row["step"])
+                break
+    return out
+
+
+# --- scoring -----------------------------------------------------------------------------
+
+
+@dataclass
+class Score:
+    policy: str
+    healthy: int = 0
+    false_stops: int = 0
+    bad: int = 0
+    caught: int = 0
+    premature: int = 0
+    late: int = 0
+    missed: int = 0
+    lateness: int = 0
+    false_ids: list[str] = field(default_factory=list)
+
+    def key(self) -> tuple[int, int]:
+        return (-self.caught, self.lateness)
+
+
+def score(policy: str, stops: Stops, runs: list[Run]) -> Score:
+    sc = Score(policy)
+    for run in runs:
+        stop = stops.get(run.id)
+        if run.window is None:
+            sc.healthy += 1
+            if stop is not None:
+                sc.false_stops += 1
+                sc.false_ids.append(run.id)
+            continue
+        sc.bad += 1
+        lo, hi = run.window
+        if stop is None:
+            sc.missed += 1
+        elif stop < lo:
+            sc.premature += 1
+        elif stop > hi:
+            sc.late += 1
+            sc.lateness += stop - hi
+        else:
+            sc.caught += 1
+    return sc
+
+
+HEAD = [
+    "| policy | healthy runs stopped | dead/degenerate caught in window | premature | late "
+    "| missed |",
+    "|---|---|---|---|---|---|",
+]
+
+
+def row(s: Score, name: str | None = None) -> str:
+    pct = f" ({100 * s.caught / s.bad:.0f}%)" if s.bad else ""
+    return (
+        f"| {name or s.policy} | {s.false_stops} of {s.healthy} | {s.caught} of {s.bad}{pct} "
+        f"| {s.premature} | {s.late} | {s.missed} |"
+    )
+
+
+def calibrate(cal: list[Run]) -> tuple[dict[str, Any], list[str]]:
+    """Per rule, the grid setting with no false or premature stop on ``cal`` that catches
+    the most (then the least late); the rows of a table saying what was chosen."""
+    settings: dict[str, Any] = {}
+    lines = [
+        "| rule | settings tried | chosen | caught (calibration) | clean settings |",
+        "|---|---|---|---|---|",
+    ]
+    for name, grid in GRIDS.items():
+        trials = []
+        for values in itertools.product(*grid.values()):
+            params = dict(zip(grid, values, strict=True))
+            stops, _ = gapwatch(rules.build({name: params}).select([name]), cal)
+            trials.append((params, score(name, stops, cal)))
+        clean = [(p, s) for p, s in trials if s.false_stops == 0 and s.premature == 0]
+        best = min(clean, key=lambda t: t[1].key()) if clean else None
+        if best is None or best[1].caught == 0:
+            settings[name] = {"enabled": False}
+            lines.append(f"| {name} | {len(trials)} | none catches without a false or "
+                         f"premature stop (off) | - | {len(clean)} |")  # fmt: skip
+            continue
+        settings[name] = best[0]
+        lines.append(f"| {name} | {len(trials)} | {', '.join(f'{k}={v}' for k, v in best[0].items())} "
+                     f"| {best[1].caught} of {best[1].bad} | {len(clean)} |")  # fmt: skip
+    return settings, lines
+
+
+def per_run(runs: list[Run], columns: list[tuple[str, Stops]], why: dict[str, str]) -> list[str]:
+    lines = [
+        "| run | label (signal) | window | logged every | "
+        + " | ".join(n for n, _ in columns)
+        + " |",
+        "|---|---|---|---|" + "---|" * len(columns),
+    ]
+    for run in sorted(runs, key=lambda r: (r.label, r.id)):
+        cells = []
+        for name, stops in columns:
+            s = stops.get(run.id)
+            cell = "-" if s is None else str(s)
+            if name.startswith("gapwatch") and s is not None and run.id in why:
+                cell += f" ({why[run.id]})"
+            cells.append(cell)
+        win = "-" if run.window is None else f"{run.window[0]}-{run.window[1]}"
+        sig = f" ({run.signal})" if run.signal and run.signal != "None" else ""
+        lines.append(
+            f"| {run.id} | {run.label}{sig} | {win} | {run.interval} | " + " | ".join(cells) + " |"
+        )
+    return lines
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--corpus", type=Path, default=CORPUS)
+    ap.add_argument("--no-rlwatch", action="store_true")
+    ap.add_argument("--out", type=Path, default=OUT)
+    args = ap.parse_args()
+    t0 = time.perf_counter()
+    runs, problems = load(args.corpus)
+    cal, held = split(runs)
+    chosen, cal_lines = calibrate(cal)
+    best_std = min(PLATEAU_STDS, key=lambda sd: (
+        (s := score("p", plateau(cal, sd), cal)).false_stops + s.premature > 0, s.key()))  # fmt: skip
+    defaults, why = gapwatch(rules.build(), runs)
+    calibrated, _ = gapwatch(rules.build(chosen), runs)
+    policies: list[tuple[str, Stops | None]] = [
+        ("gapwatch: default rules", defaults),
+        ("gapwatch: rules calibrated on the calibration part", calibrated),
+        ("rlwatch 0.5.1 (first critical alert)", None if args.no_rlwatch else db.rlwatch(runs)),
+        ("Ray Tune TrialPlateauStopper (std 0.01, 4 results)", plateau(runs)),
+        (f"Ray Tune TrialPlateauStopper (std {best_std:g}, chosen on the calibration part)",
+         plateau(runs, best_std)),
+    ]  # fmt: skip
+    table = [*HEAD]
+    for part, part_runs in (("held out", held), ("calibration", cal), ("all", runs)):
+        for name, stops in policies:
+            if stops is not None:
+                table.append(row(score(name, stops, part_runs), f"{name}, {part}"))
+    d_held = score("d", defaults, held)
+    target = (
+        d_held.false_stops == 0 and d_held.premature == 0 and d_held.caught >= 0.85 * d_held.bad
+    )
+    wall = time.perf_counter() - t0
+    labels = {lab: sum(r.label == lab for r in runs) for lab in ("healthy", "dead", "degenerate")}
+    lines = [
+        "## Do the stops hold on real runs? (bench/real_runs_bench.py)",
+        "",
+        f"- machine: {machine()}",
+        f"- date: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}",
+        f"- command: `python bench/real_runs_bench.py` ({wall:.0f} s)",
+        f"- corpus: `{db.rel(args.corpus)}/manifest.yaml`: {len(runs)} runs read as their "
+        f"trainers wrote them ({labels['healthy']} healthy, {labels['dead']} dead, "
+        f"{labels['degenerate']} degenerate){'; not read: ' + '; '.join(problems) if problems else ''}",
+        f"- split: by sha256 of the run id within each label; calibration {len(cal)} runs, "
+        f"held out {len(held)} runs",
+        "",
+        "### Outcomes (held out first)",
+        "",
+        *table,
+        "",
+        "Target on the held-out part (gapwatch's defaults): 0 healthy runs stopped, >= 85% "
+        f"of dead/degenerate runs caught in their window, none premature: "
+        f"{'met' if target else 'NOT met'}.",
+        "",
+        "### Thresholds chosen on the calibration part (each rule alone)",
+        "",
+        *cal_lines,
+        "",
+        f"Chosen: `{chosen}`.",
+        "",
+        "### Every run: the step each policy stops it at",
+        "",
+        *per_run(runs, [(n, s) for n, s in policies if s is not None], why),
+    ]
+    args.out.write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
