@@ -76,6 +76,7 @@ GRIDS: dict[str, dict[str, list[Any]]] = {
         "window_without_fraction": [10, 20],
     },
     "length_runaway": {"clip_level": [0.3, 0.5], "k": [2, 5]},
+    "length_at_cap": {"share": [0.6, 0.7, 0.8, 0.9], "improve": [0.0, 0.25, 0.5]},
     "length_collapse": {"frac": [0.1, 0.2, 0.3]},
     "entropy_collapse": {"frac": [0.05, 0.1, 0.2]},
     "kl_blowup": {"min_kl": [1.0, 5.0, 10.0]},
@@ -259,7 +260,11 @@ def calibrate(cal: list[Run]) -> tuple[dict[str, Any], list[str]]:
     return settings, lines
 
 
-def per_run(runs: list[Run], columns: list[tuple[str, Stops]], why: dict[str, str]) -> list[str]:
+def per_run(
+    runs: list[Run], columns: list[tuple[str, Stops]], why: dict[str, str], why_cal: dict[str, str]
+) -> list[str]:
+    """The per-run table; each gapwatch cell names the rule that stopped (defaults: ``why``,
+    the calibrated rules: ``why_cal``)."""
     lines = [
         "| run | label (signal) | window | logged every | "
         + " | ".join(n for n, _ in columns)
@@ -271,8 +276,9 @@ def per_run(runs: list[Run], columns: list[tuple[str, Stops]], why: dict[str, st
         for name, stops in columns:
             s = stops.get(run.id)
             cell = "-" if s is None else str(s)
-            if name.startswith("gapwatch") and s is not None and run.id in why:
-                cell += f" ({why[run.id]})"
+            reasons = why_cal if "calibrated" in name else why
+            if name.startswith("gapwatch") and s is not None and run.id in reasons:
+                cell += f" ({reasons[run.id]})"
             cells.append(cell)
         win = "-" if run.window is None else f"{run.window[0]}-{run.window[1]}"
         sig = f" ({run.signal})" if run.signal and run.signal != "None" else ""
@@ -295,7 +301,7 @@ def main() -> int:
     best_std = min(PLATEAU_STDS, key=lambda sd: (
         (s := score("p", plateau(cal, sd), cal)).false_stops + s.premature > 0, s.key()))  # fmt: skip
     defaults, why = gapwatch(rules.build(), runs)
-    calibrated, _ = gapwatch(rules.build(chosen), runs)
+    calibrated, why_cal = gapwatch(rules.build(chosen), runs)
     policies: list[tuple[str, Stops | None]] = [
         ("gapwatch: default rules", defaults),
         ("gapwatch: rules calibrated on the calibration part", calibrated),
@@ -343,7 +349,7 @@ def main() -> int:
         "",
         "### Every run: the step each policy stops it at",
         "",
-        *per_run(runs, [(n, s) for n, s in policies if s is not None], why),
+        *per_run(runs, [(n, s) for n, s in policies if s is not None], why, why_cal),
     ]
     args.out.write_text("\n".join(lines) + "\n")
     print("\n".join(lines))

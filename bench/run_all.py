@@ -32,8 +32,10 @@ ORDER = [
     "ground_truth",
     "calibrate_rules",
     "detection_bench",
+    "real_runs_bench",
     "pipeline_bench",
     "watch_bench",
+    "fleet_bench",
     "ui_bench",
 ]
 ARGS = {"ground_truth": ["--gzip"]}

@@ -347,6 +347,105 @@ class LengthRunaway(StreakRule):
 
 
 @dataclass
+class CapState(State):
+    """The first window's capped steps and scores, and the verdict once it has passed."""
+
+    start: int | None = None
+    """The window's first trainer step (1, or the first logged step where that is later
+    than the window)."""
+    capped: int = 0
+    """Trainer steps in the window (each row standing for those since the row before it)
+    whose clip ratio was at or above the level."""
+    counted: int = 0
+    """Trainer steps in the window with a clip ratio."""
+    halves: list[list[float]] = field(default_factory=lambda: [[0.0, 0.0], [0.0, 0.0]])
+    """Per half of the window: [sum of score x steps, steps]."""
+    widest: float | None = None
+    """The largest spread of the score seen in the window (:func:`spread`)."""
+    verdict: Evidence | None = None
+    judged: bool = False
+
+
+@register("length_at_cap")
+@checked(frozen=True, kw_only=True, config=CHECKED)
+class LengthAtCap(Rule):
+    """A run that never learns at the length cap: over its first ``window`` trainer steps,
+    the clip ratio is >= ``clip_level`` on at least ``share`` of the steps AND the score's
+    mean over the window's second half is not above its first half's by more than
+    ``improve`` spreads. Judged once, at the first row at or past the window's end.
+
+    A conjunction: a healthy run that starts with most completions cut and learns (its
+    score rising) is spared, as is one whose completions are cut now and then. Scale-free
+    (the gain is measured in the run's own score spread) and counted in trainer steps
+    (each row weighs the steps since the row before it)."""
+
+    feeds = (frozenset({N.CLIP_RATIO}),)
+
+    window: Int = Field(default=20, ge=2)
+    """Trainer steps from the run's start judged together. 20: the span over which the
+    real corpus's written criterion establishes "no improvement", and the onset window
+    ``[1, 20]`` of its runs that never learned (bench/data/real/manifest.yaml)."""
+    clip_level: Float | None = Field(default=0.5, gt=0, le=1)
+    """A step is capped where its clip ratio is at or above this: the corpus criterion's
+    ``length_at_cap`` level (clipped ratio >= 0.5). None: off."""
+    share: Float = Field(default=0.8, gt=0, le=1)
+    """The capped steps' share of the window needed: the criterion's 80%. Calibration
+    part of the real corpus, first 20 steps (clip ratio >= 0.5): its runs at the cap from
+    the start 0.8 and 1.0 (unsloth-gptoss-20b, toolformer-qwen-math), its healthy runs
+    that log a clip ratio 0.0 (bench/real_runs_bench.py's grid: 0.6-0.9 all clean)."""
+    improve: Float = Field(default=0.25, ge=0)
+    """The largest gain (second half's mean score minus the first half's, in units of the
+    largest score spread seen in the window) still counted as no improvement. Calibration
+    part: the runs at the cap gain -0.04 spreads over their first 20 steps, its healthy
+    runs -0.04 to 0.08 (the cap share, not the gain, tells them apart there); 0.25 spares
+    a run that is cut at the cap but visibly learning (the criterion's "improves")."""
+
+    def start(self) -> CapState:
+        return CapState()
+
+    def update(self, state: CapState, row: Row, control: ControlView, step: int) -> None:
+        if state.judged or self.clip_level is None:
+            return
+        if state.start is None:
+            state.start = 1 if step <= self.window else step
+        end = state.start + self.window - 1
+        prev = state.prev if state.prev is not None else state.start - 1
+        steps = max(min(step, end) - prev, 1)
+        clip = value(row, N.CLIP_RATIO)
+        if clip is not None:
+            state.counted += steps
+            state.capped += steps if clip >= self.clip_level else 0
+        s, sp = value(row, N.SCORE_MEAN), spread(row)
+        if s is not None:
+            half = state.halves[0 if step < state.start + self.window // 2 else 1]
+            half[0] += s * steps
+            half[1] += steps
+        if sp is not None:
+            state.widest = sp if state.widest is None else max(state.widest, sp)
+        if step < end:
+            return
+        state.judged = True
+        state.verdict = self._verdict(state)
+
+    def _verdict(self, state: CapState) -> Evidence | None:
+        (s1, n1), (s2, n2) = state.halves
+        if not state.counted or not n1 or not n2 or state.widest is None:
+            return None
+        frac = state.capped / state.counted
+        gain = s2 / n2 - s1 / n1
+        if frac < self.share or gain > self.improve * state.widest:
+            return None
+        return {"capped_share": frac, "share": self.share, "clip_level": self.clip_level or 0.0,
+                "score_gain": gain, "spread": state.widest, "improve": self.improve,
+                "window": self.window}  # fmt: skip
+
+    def decide(self, state: CapState, row: Row, control: ControlView, step: int) -> Decision:
+        if state.verdict is None:
+            return self._go_on(step)
+        return Decision("stop", self.name, step, dict(state.verdict))
+
+
+@dataclass
 class SignalState(Streak):
     """The early score and spread, the best score so far, the largest spread so far."""
 

@@ -59,6 +59,7 @@ def test_registry_names_and_metrics() -> None:
             "constant_advantage",
             "post_tool_tail_growth",
             "length_runaway",
+            "length_at_cap",
             "length_collapse",
             "score_collapse",
             "gap_vs_control",
@@ -181,6 +182,25 @@ def test_length_runaway_by_clip_ratio_or_by_budget() -> None:
     d = first(rules.get("length_runaway"), long)
     assert (d.step, d.evidence["response_length"], d.evidence["budget"]) == (21, 500.0, 512.0)
     assert never(rules.get("length_runaway", budget_frac=None), long)
+
+
+def test_length_at_cap_needs_the_cap_and_no_learning() -> None:
+    # most completions cut from the start, the score flat: stopped when the window ends
+    flat = set_(healthy(random.Random(3)), 1, {N.CLIP_RATIO: 0.9})
+    d = first(rules.get("length_at_cap"), flat)
+    assert d.step == 20 and d.evidence["capped_share"] == 1.0
+    # logged every 5th trainer step: the same window, in trainer steps
+    assert first(rules.get("length_at_cap"), flat[4::5]).step == 20
+    # the same run learning (its score rising by a spread over the window): spared
+    rising = [{**r, N.SCORE_MEAN: r[N.SCORE_MEAN] + 0.05 * r["step"]} for r in flat]
+    assert never(rules.get("length_at_cap"), rising)
+    # cut on only 3 steps in 5: spared
+    some = [{**r, N.CLIP_RATIO: 0.9 if r["step"] % 5 < 3 else 0.1} for r in flat]
+    assert never(rules.get("length_at_cap"), some)
+    # judged once: a cap reached after the window is length_runaway's to catch
+    late = set_(healthy(random.Random(3)), 21, {N.CLIP_RATIO: 0.9})
+    assert never(rules.get("length_at_cap"), late)
+    assert never(rules.get("length_at_cap", clip_level=None), flat)
 
 
 def test_constant_advantage_fraction_and_its_fallbacks() -> None:
