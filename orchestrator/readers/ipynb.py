@@ -28,6 +28,15 @@ from orchestrator.readers.base import (
 from orchestrator.readers.trl_state import read_json, whole_json
 
 RENAMED = {"Training Loss": "loss", "Validation Loss": "eval_loss"}
+_SLASH = re.compile(r"\s*/\s*")
+
+
+def column_name(header: str) -> str:
+    """The logged name behind a training table's column: the notebook's table draws
+    ``completions/clipped_ratio`` as ``completions / clipped_ratio`` (so the name maps would
+    miss it), and ``Training Loss`` for ``loss``."""
+    name = _SLASH.sub("/", header.strip())
+    return RENAMED.get(name, name)
 
 
 def _text(value: Any) -> str:
@@ -105,7 +114,7 @@ def table_entries(rows: list[list[str]]) -> list[Table]:
         if step is None or step != int(step) or step < 0:
             continue
         metrics = {
-            RENAMED.get(name, name): x
+            column_name(name): x
             for name, cell in zip(header, cells, strict=True)
             if name != "Step" and (x := number(cell)) is not None
         }

@@ -284,12 +284,16 @@ class LengthRunaway(StreakRule):
     k: Int = Field(default=2, ge=1)  # type: ignore[misc]
     """Seed (DESIGN.md): tokens per interaction reached the budget by step 5 and the score
     fell below zero at step 6; k=2 stops at step 6 at the latest. Calibration: k=2."""
-    clip_level: Float | None = Field(default=0.3, gt=0, le=1)
-    """Clip ratio at or above this crosses (truncated actions are unparseable). The
-    Post-Training Toolkit's level; calibration (0.3, 0.5): 0.3 with no false stop on seeds
-    0-1 (22 of 54 caught; 0.5: 21), a healthy tool-call action being a few dozen tokens.
-    Most collapses of the quick preset die as short wrong guesses, not at the budget, so
-    this rule is the early one for the DESIGN.md kind of collapse, not a general one."""
+    clip_level: Float | None = Field(default=None, gt=0, le=1)
+    """Clip ratio at or above this crosses (truncated actions are unparseable). Off by
+    default: on real runs a high clip ratio for a few steps is common in healthy runs that
+    then learn to be brief, and the real corpus (bench/real_runs_bench.py, with the
+    notebooks' clip ratio read) finds no clean setting on its calibration half: at the
+    Post-Training Toolkit's 0.3 for 2 steps it stopped two healthy held-out runs (at steps 2
+    and 5) and one degenerate run before its window. A run pinned at the cap without
+    learning is ``length_at_cap``'s (a conjunction over 20 steps). On the built-in ground
+    truth 0.3 had caught 22 of 54 collapses of seeds 0-1 with no false stop; without it
+    the budget test still stops the seed's compressed run by step 6."""
     budget_frac: Float | None = Field(default=0.9, gt=0, le=1)
     """Mean tokens per interaction at or above this fraction of
     ``response_length/budget`` crosses (seed: the mean ran to the budget itself)."""
@@ -409,17 +413,28 @@ class LengthAtCap(Rule):
         if state.start is None:
             state.start = 1 if step <= self.window else step
         end = state.start + self.window - 1
+        if step > end:
+            # logged after the window's end: its figures are not the window's (a sparse log
+            # must not read a later regime into it); judge on the rows before
+            state.judged = True
+            state.verdict = self._verdict(state)
+            return
         prev = state.prev if state.prev is not None else state.start - 1
-        steps = max(min(step, end) - prev, 1)
+        steps = max(step - prev, 1)
         clip = value(row, N.CLIP_RATIO)
         if clip is not None:
             state.counted += steps
             state.capped += steps if clip >= self.clip_level else 0
         s, sp = value(row, N.SCORE_MEAN), spread(row)
         if s is not None:
-            half = state.halves[0 if step < state.start + self.window // 2 else 1]
-            half[0] += s * steps
-            half[1] += steps
+            # the row stands for the trainer steps since the row before: split them at the
+            # halves' boundary, so a sparse log weighs each half as a dense one would
+            second = state.start + self.window // 2  # first step of the second half
+            first_n = max(0, min(step, second - 1) - prev)
+            for half, n in zip(state.halves, (first_n, steps - first_n), strict=True):
+                if n > 0:
+                    half[0] += s * n
+                    half[1] += n
         if sp is not None:
             state.widest = sp if state.widest is None else max(state.widest, sp)
         if step < end:
@@ -432,7 +447,10 @@ class LengthAtCap(Rule):
         if not state.counted or not n1 or not n2 or state.widest is None:
             return None
         frac = state.capped / state.counted
-        gain = s2 / n2 - s1 / n1
+        m1, m2 = s1 / n1, s2 / n2
+        # a gain within rounding of the halves' weighted means is none (a flat score logged
+        # sparsely must not read as a rise of one ulp over a spread of 0)
+        gain = 0.0 if abs(m2 - m1) <= 1e-9 * (abs(m1) + abs(m2)) else m2 - m1
         if frac < self.share or gain > self.improve * state.widest:
             return None
         return {"capped_share": frac, "share": self.share, "clip_level": self.clip_level or 0.0,

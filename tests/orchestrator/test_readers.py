@@ -558,3 +558,18 @@ def test_console_like_text_reads_or_fails_in_one_line(tmp_path: Path) -> None:
             _one_line(f.error)
 
     check()
+
+
+def test_a_notebook_tables_spaced_slash_is_the_logged_name() -> None:
+    """Unsloth's notebook tables draw ``completions/clipped_ratio`` as
+    ``completions / clipped_ratio``; read as drawn, the TRL name map (and every length
+    rule) missed it on 7 of the corpus's 12 degenerate runs."""
+    from orchestrator.readers.ipynb import column_name, table_entries
+
+    assert column_name("completions / clipped_ratio") == "completions/clipped_ratio"
+    assert column_name(" Training Loss ") == "loss"
+    rows = [["Step", "reward", "completions / clipped_ratio"], ["1", "0.5", "0.75"]]
+    ((_, (entry,)),) = table_entries(rows)
+    assert entry.metrics == {"reward": 0.5, "completions/clipped_ratio": 0.75}
+    mapped = NameMapper()({"step": 1, **entry.metrics})
+    assert mapped[N.CLIP_RATIO] == 0.75

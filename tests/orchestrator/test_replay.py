@@ -66,7 +66,7 @@ def test_cli_json_on_every_format(suffix: str) -> None:
 def test_cli_text_verdicts(capsys: Any) -> None:
     r = cli(str(LOGS / "seed_compressed.jsonl"), "--control", str(LOGS / "seed_dense.csv"))
     assert r.returncode == 0, r.stderr
-    assert "verdict: would stop at step 5 by length_runaway: clip_ratio=0.97" in r.stdout
+    assert "verdict: would stop at step 6 by length_runaway: response_length=512" in r.stdout
     assert "score_collapse" in r.stdout and "gap_vs_control" in r.stdout
     # the same command in-process, for the no-stop verdict
     dense = LOGS / "seed_dense.verl.jsonl"

@@ -175,7 +175,9 @@ def test_score_collapse_below_control_by_margin() -> None:
 
 def test_length_runaway_by_clip_ratio_or_by_budget() -> None:
     hist = set_(healthy(random.Random(3)), 10, {N.CLIP_RATIO: 0.8})
-    d = first(rules.get("length_runaway"), hist)
+    # the clip-ratio test is off by default (real healthy runs clip for a few steps)
+    assert never(rules.get("length_runaway", budget_frac=None), hist)
+    d = first(rules.get("length_runaway", clip_level=0.3), hist)
     assert (d.step, d.evidence["clip_ratio"]) == (11, 0.8)
     no_clip = [{k: v for k, v in r.items() if k != N.CLIP_RATIO} for r in healthy(random.Random(3))]
     long = set_(no_clip, 20, {N.RESPONSE_LENGTH_MEAN: 500.0})
@@ -385,7 +387,7 @@ def test_a_one_step_spike_trips_nothing() -> None:
 
 CROSSING: dict[str, tuple[Row, Row | None]] = {
     "score_collapse": ({N.SCORE_MEAN: -0.1, N.SCORE_STD: 0.5}, {N.SCORE_MEAN: 0.9}),
-    "length_runaway": ({N.CLIP_RATIO: 1.0}, None),
+    "length_runaway": ({N.RESPONSE_LENGTH_MEAN: 512.0, N.RESPONSE_BUDGET: 512.0}, None),
     "constant_advantage": ({N.ZERO_ADV_FRAC: 1.0, N.SCORE_MEAN: -0.1}, None),
     "ess_collapse": ({N.ess("post_tool"): 0.01}, None),
 }
@@ -541,5 +543,6 @@ def test_seed_reconstruction_stops_compressed_in_time_and_spares_dense() -> None
     assert run_all(rs, dense, None) == []  # the control: nothing, not even a warning
     # score_collapse alone: 0.5 below the control at step 6 is 1.19 of the control's batch
     # std (0.42), under the 1.2 margin; its own early window (10 steps) holds the fall
-    # itself. The length running to the budget stops the run at step 5 (length_runaway).
-    assert stops[0].rule == "length_runaway" and stops[0].step == 5
+    # itself. The length at the budget from step 5 stops the run at step 6 (length_runaway;
+    # its clip-ratio test, which stopped it at step 5, is off by default since issue 18).
+    assert stops[0].rule == "length_runaway" and stops[0].step == 6
