@@ -1,6 +1,6 @@
 """Does the quick preset's dense control learn on any machine? 8 seeds x torch threads.
 
-    .venv/bin/python bench/learning_bench.py [--seeds 0-7] [--threads 1,2,4] [--jobs 2]
+    .venv/bin/python bench/learning_bench.py [--seeds 0-7] [--threads 1,2,4] [--cores 2] [--fresh]
 
 Each thread count changes the floating-point summation order of every matmul, a proxy for
 another CPU: the quick preset must not depend on it. Every run starts from the shipped warm
@@ -35,6 +35,19 @@ RUNS = ROOT / "bench" / "results" / "learning"
 SCORE = "critic/score/mean"
 
 
+def history(seed: int, threads: int) -> Path:
+    return RUNS / f"s{seed}-t{threads}.jsonl.gz"
+
+
+def stored(seed: int, threads: int) -> list[float] | None:
+    """The scores of a run already recorded (the bench goes on where it stopped)."""
+    path = history(seed, threads)
+    if not path.is_file():
+        return None
+    rows = [json.loads(x) for x in gzip.decompress(path.read_bytes()).decode().splitlines()]
+    return [float(r[SCORE]) for r in rows]
+
+
 def run_one(seed: int, threads: int) -> tuple[int, int, list[float], float]:
     """One dense quick-preset run; its score per step and wall seconds."""
     from workers import RunConfig, train
@@ -45,7 +58,7 @@ def run_one(seed: int, threads: int) -> tuple[int, int, list[float], float]:
     wall = time.perf_counter() - t0
     RUNS.mkdir(parents=True, exist_ok=True)
     text = "".join(json.dumps(r) + "\n" for r in rows)
-    (RUNS / f"s{seed}-t{threads}.jsonl.gz").write_bytes(gzip.compress(text.encode(), mtime=0))
+    history(seed, threads).write_bytes(gzip.compress(text.encode(), mtime=0))
     return seed, threads, [float(r[SCORE]) for r in rows], wall
 
 
@@ -61,29 +74,39 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", default="0-7")
     ap.add_argument("--threads", default="1,2,4")
-    ap.add_argument(
-        "--jobs", type=int, default=2, help="runs at once (results do not depend on it)"
-    )
+    ap.add_argument("--cores", type=int, default=2,
+                    help="runs at once = cores // threads (results do not depend on it)")  # fmt: skip
+    ap.add_argument("--fresh", action="store_true", help="rerun the runs already recorded")
     args = ap.parse_args()
     seeds, threads = span(args.seeds), span(args.threads)
     t0 = time.perf_counter()
-    res: dict[tuple[int, int], tuple[list[float], float]] = {}
-    with ProcessPoolExecutor(args.jobs, mp_context=mp.get_context("spawn")) as pool:
-        futs = [pool.submit(run_one, s, t) for t in threads for s in seeds]
-        for fut in as_completed(futs):
-            s, t, scores, wall = fut.result()
-            res[(s, t)] = (scores, wall)
-            ok = ground_truth.learning(scores)
-            print(f"[learning] seed {s} threads {t}: steps 1-3 {ok['first3']:+.3f} -> last 10 "
-                  f"{ok['last10']:+.3f} ({'learns' if ok['learns'] else 'NO'}), {wall:.0f} s",
-                  flush=True)  # fmt: skip
+    res: dict[tuple[int, int], list[float]] = {}
+    for t in threads:
+        todo = []
+        for s in seeds:
+            old = None if args.fresh else stored(s, t)
+            if old is None:
+                todo.append(s)
+            else:
+                res[(s, t)] = old
+        jobs = max(1, args.cores // t)  # never more threads than cores
+        with ProcessPoolExecutor(jobs, mp_context=mp.get_context("spawn")) as pool:
+            futs = [pool.submit(run_one, s, t) for s in todo]
+            for fut in as_completed(futs):
+                s, _, scores, wall = fut.result()
+                res[(s, t)] = scores
+                ok = ground_truth.learning(scores)
+                print(f"[learning] seed {s} threads {t}: steps 1-3 {ok['first3']:+.3f} -> last "
+                      f"10 {ok['last10']:+.3f} ({'learns' if ok['learns'] else 'NO'}), {wall:.0f} s",
+                      flush=True)  # fmt: skip
     lines = [
         "## Learning table: the quick preset's dense control under 1, 2 and 4 torch threads",
         "",
         f"- machine: {machine()}",
         f"- date: {dt.date.today().isoformat()}",
         f"- command: `python bench/learning_bench.py --seeds {args.seeds} --threads {args.threads}`",
-        f"- wall: {time.perf_counter() - t0:.0f} s ({args.jobs} runs at once)",
+        f"- wall: {time.perf_counter() - t0:.0f} s for the runs not recorded before "
+        f"({args.cores} // threads runs at once)",
         "- start: the shipped warm start (`workers/assets/quick`); 30 steps, 16 tasks x 4",
         "- criteria (`bench/ground_truth.learning`): last-10 mean >= 2x the steps 1-3 mean and"
         " >= 0.3, never below zero two steps running",
@@ -98,7 +121,7 @@ def main() -> int:
     for s in seeds:
         cells = []
         for t in threads:
-            c = ground_truth.learning(res[(s, t)][0])
+            c = ground_truth.learning(res[(s, t)])
             met[t] += c["learns"]
             cells.append(f"{c['last10']:+.3f} ({c['first3']:+.3f}){'' if c['learns'] else ' *'}")
         lines.append(f"| {s} | " + " | ".join(cells) + " |")
