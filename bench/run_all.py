@@ -33,6 +33,7 @@ ORDER = [
     "calibrate_rules",
     "detection_bench",
     "real_runs_bench",
+    "rules_before_after",
     "pipeline_bench",
     "watch_bench",
     "fleet_bench",
@@ -61,7 +62,7 @@ def main() -> int:
         for name in todo:
             script = ROOT / "bench" / f"{name}.py"
             if not script.exists():
-                print(f"skip {name}: {script} not found")
+                print(f"skip {name}: no script (a fragment assembled from others' figures)")
                 continue
             print(f"== {name}", flush=True)
             rc = subprocess.call([sys.executable, str(script), *ARGS.get(name, [])], cwd=ROOT)
