@@ -103,6 +103,10 @@ LARGE_OVERRIDES: dict[str, Any] = {
     "micro_batch": 16,  # activations of 16 trajectories at a time (results unchanged)
     "warm_start_steps": 100,  # a pretrained model writes actions; a random one does not
     "warm_start_lr": 3e-4,  # the tiny model's 3e-3 is too high for 24 layers
+    # a throughput and numerics check, not a learning one: 100 steps of a 300M model from
+    # scratch are not expected to pass the warm-start quality gate
+    "warm_start_min_success": None,
+    "warm_start_min_copied": None,
 }
 SHRUNK_OVERRIDES: dict[str, Any] = {
     "tasks_per_step": 2,
@@ -112,6 +116,8 @@ SHRUNK_OVERRIDES: dict[str, Any] = {
     "micro_batch": 2,
     "warm_start_steps": 2,
     "warm_start_batch": 4,
+    "warm_start_min_success": None,  # a 2-step toy warm start cannot pass the gate
+    "warm_start_min_copied": None,
 }
 
 EXPECT: dict[tuple[str, str], tuple[float, float]] = {
