@@ -15,12 +15,14 @@ from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
+# get: the console readers by name (the package registers every reader on import)
 from orchestrator.readers.base import (
     Entry,
     LineReader,
     LogError,
     ReadOptions,
     WholeReader,
+    get,
     number,
     register,
     strip_ansi,
@@ -151,8 +153,6 @@ class Notebook(WholeReader):
         return isinstance(doc, dict) and isinstance(doc.get("cells"), list)
 
     def entries(self, path: Path) -> list[Entry]:
-        from orchestrator.readers import get  # the console readers, by name
-
         doc = read_json(path, "a Jupyter notebook")
         if not isinstance(doc, dict) or not isinstance(doc.get("cells"), list):
             raise LogError(f"{path}: not a Jupyter notebook (no cells list)")
