@@ -27,7 +27,7 @@ episodes of a policy that can score show no success is 0.84**64, about 1e-5."""
 
 PROBED: Final = (
     "model", "env", "env_kwargs", "max_interactions", "token_budget", "temperature",
-    "sampler", "sampler_dtype", "device",
+    "sampler_dtype", "device",
 )  # fmt: skip
 """The run settings a probe depends on; trials that share them share one probe (the
 seed, the codec and the correction do not change the dense policy before an update)."""
@@ -46,15 +46,27 @@ def distinct_runs(runs: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     return list(seen.values())
 
 
+class Skipped(Exception):
+    """The probe cannot run on this machine (said, not an error)."""
+
+
 def probe_run(run: dict[str, Any]) -> Any:
-    """The dense policy of ``run`` (a resolved RunConfig dict) played for ``EPISODES``."""
+    """The dense policy of ``run`` (a resolved RunConfig dict) played for ``EPISODES`` on
+    this machine (the driver's). A run on a device this machine lacks is skipped: on a
+    cluster the trials run on nodes that have it (Ray places them). A non-torch sampler
+    is probed with the torch one (the same dense weights: whether the policy can score
+    does not depend on the engine, and vLLM would take the driver's GPU)."""
     from workers import RunConfig, devices, envs
     from workers.loop import make_sampler
     from workers.model import load_policy
     from workers.probe import measure
 
-    cfg = RunConfig.from_dict({**run, "compression": "none", "compression_kwargs": {}})
-    devices.require(cfg.device)
+    over = {"compression": "none", "compression_kwargs": {}, "sampler": "torch"}
+    cfg = RunConfig.from_dict({**run, **over})
+    try:
+        devices.require(cfg.device)
+    except ValueError:
+        raise Skipped(f"device {cfg.device!r} is not usable on this machine") from None
     model, tok = load_policy(cfg)
     sampler = make_sampler(cfg, model, tok)
     env = envs.get(cfg.env, **cfg.env_kwargs)
@@ -73,6 +85,9 @@ def preflight(
         what = f"{run.get('model', 'tiny')} on {run.get('env')}"
         try:
             q = probe(run)
+        except Skipped as why:
+            say(f"preflight: skipped for {what}: {why} (its trials run where it is)")
+            continue
         except ValueError as exc:  # a bad model path, a device not there, a failed gate
             raise GapwatchError(
                 f"preflight: cannot load the dense policy ({what}): {exc}"

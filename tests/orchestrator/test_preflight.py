@@ -79,3 +79,16 @@ def test_gapwatch_sweep_with_an_untrained_policy_launches_nothing(tmp_path: Path
 
     assert not db.exists() or open_store(f"sqlite:///{db}").sweeps() == []
     assert "ray" not in out.stdout.lower()
+
+
+def test_a_device_this_machine_lacks_is_skipped_aloud() -> None:
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("needs a machine without CUDA")
+    said: list[str] = []
+    preflight([run(device="cuda")], said.append)  # the real probe: no error, one line
+    assert said == [
+        "preflight: skipped for tiny on mul: device 'cuda' is not usable on this machine "
+        "(its trials run where it is)"
+    ]
