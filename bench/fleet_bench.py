@@ -145,7 +145,7 @@ def main() -> None:
     a = ap.parse_args()
     r = bench(a.logs, a.seconds, a.max_open)
     text = (
-        "# Fleet watch cost\n\n"
+        "## Fleet watch cost (bench/fleet_bench.py)\n\n"
         f"`bench/fleet_bench.py --logs {a.logs} --seconds {a.seconds} --max-open {a.max_open}`, "
         f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC, {machine()}.\n\n"
         f"One `gapwatch watch` process over {a.logs} verl file-logger logs, each growing by "
