@@ -741,13 +741,20 @@ class GradNormBlowup(RelativeRule):
     positive_start = True
 
     factor: Float | None = Field(default=20.0, gt=1)
-    """Ten times the early level. Ground truth: single steps spike 35x in dense controls
-    (0.17 to 6.05), the median over 5 steps stays within 3x; collapsing treatments rise
-    2-5x."""
+    """Twenty times the early level. Ground truth: single steps spike 35x in dense
+    controls (0.17 to 6.05), the median over 5 steps stays within 3x; collapsing
+    treatments rise 2-5x, so this rule is a guard against a real blow-up, not a
+    collapse detector at this scale."""
     k: Int = Field(default=2, ge=1)  # type: ignore[misc]
     """Trainer steps the blow-up must last."""
-    baseline_steps: Int = Field(default=3, ge=1)
-    """The trainer steps (from the first norm above 0) whose median is the early level."""
+    baseline_steps: Int = Field(default=50, ge=1)
+    """The trainer steps (from the first norm above 0) whose median is the early level:
+    as many as the norm is smoothed over (``window``), so the early level and the level
+    it is compared with are medians of like spans. 50, not 3: a real agent run logged
+    every 20th step (hotpotqa-agent-grpo, healthy) had one row in 3 steps, an early
+    level of 7.1 from that single row, and was stopped at step 1,440 when its 50-step
+    median reached 152 (its norms swing 0.5-1,927 from row to row all run long); over
+    its first 50 steps (3 rows) the early level is 17.9."""
     window: Int = Field(default=50, ge=1)
     """The norm is the median over this many trainer steps: spikes do not count. 50: a
     real log written every 20th step holds one row in a 5-step window, and a healthy

@@ -147,11 +147,11 @@ SMOOTHED = frozenset(
     {"defaults", "score_collapse", "grad_norm_blowup", "kl_blowup", "post_tool_tail_growth"}
 )
 """Rule sets whose stop may move by up to two logging intervals (module docstring)."""
-TESTED = {"grad_norm_blowup": {"window": 10}}
-"""Defaults, but for ``grad_norm_blowup``'s 50-step window: longer than the regimes here,
-it spans three of them and its median then crosses for a few steps at their mixture (a
-crossing the run logged more sparsely sees or not). The property holds for windows that
-fit the regimes; the default's window is tested at 10 steps."""
+TESTED = {"grad_norm_blowup": {"window": 10, "baseline_steps": 10}}
+"""Defaults, but for ``grad_norm_blowup``'s 50-step window and early level: longer than
+the regimes here, they span three of them and the median then crosses for a few steps at
+their mixture (a crossing the run logged more sparsely sees or not). The property holds
+for spans that fit the regimes; the default's are tested at 10 steps."""
 RULESETS = [("defaults", rules.build(TESTED))] + [
     (n, rules.build(TESTED).select([n])) for n in rules.names()
 ]

@@ -266,12 +266,12 @@ def _relative(name: str, figure: str, early: float, late: float) -> list[Row]:
 def test_each_figure_against_its_own_start(
     name: str, figure: str, early: float, late: float, spared: float
 ) -> None:
-    rule = rules.get(name, window=3)
+    rule = rules.get(name, window=3, baseline_steps=3)
     d = first(rule, _relative(name, figure, early, late))
     # the 2nd trainer step after the median over the 3-step window crossed
     assert d.step == 12 and d.evidence["early"] == early
-    # the defaults too (a 50-step window needs the longer run)
-    longer = [{"step": s, figure: early if s < 10 else late} for s in range(1, 80)]
+    # the defaults too (a 50-step window and early level need the longer run)
+    longer = [{"step": s, figure: early if s < 60 else late} for s in range(1, 140)]
     assert first(rules.get(name), longer).action == "stop"
     assert never(rule, _relative(name, figure, early, spared))
     # a one-step spike is smoothed out or too short
