@@ -288,6 +288,39 @@ def per_run(
     return lines
 
 
+FALLBACK_GRID = {"frac": [0.8, 0.9], "window_without_fraction": [10, 20],
+                 "k_without_fraction": [1, 5, 10, 20]}  # fmt: skip
+"""The settings of ``constant_advantage`` on logs without a zero-advantage fraction
+(one group per step: each step all-equal or not) tried in the trade-off table."""
+
+
+def fallback_tradeoff(runs: list[Run]) -> list[str]:
+    """For each fallback setting of ``constant_advantage`` alone, over the whole corpus:
+    the dead runs it catches (and when) and the healthy runs it stops. Shows whether any
+    setting catches every dead run without stopping a healthy one."""
+    dead = sorted(r.id for r in runs if r.label == "dead")
+    lines = [
+        "| frac, window, k (trainer steps) | " + " | ".join(dead) + " | healthy runs stopped |",
+        "|---|" + "---|" * len(dead) + "---|",
+    ]
+    for values in itertools.product(*FALLBACK_GRID.values()):
+        params = dict(zip(FALLBACK_GRID, values, strict=True))
+        ruleset = rules.build({"constant_advantage": params}).select(["constant_advantage"])
+        stops, _ = gapwatch(ruleset, runs)
+        cells = []
+        for rid in dead:
+            run = next(r for r in runs if r.id == rid)
+            at = stops.get(rid)
+            assert run.window is not None
+            cells.append(
+                "missed" if at is None else f"{at} ({'caught' if at <= run.window[1] else 'late'})"
+            )
+        false = sorted(r.id for r in runs if r.window is None and r.id in stops)
+        lines.append(f"| {', '.join(map(str, values))} | " + " | ".join(cells)
+                     + f" | {len(false)}: {', '.join(f'{i} ({stops[i]})' for i in false) or '-'} |")  # fmt: skip
+    return lines
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--corpus", type=Path, default=CORPUS)
@@ -346,6 +379,14 @@ def main() -> int:
         *cal_lines,
         "",
         f"Chosen: `{chosen}`.",
+        "",
+        "### Dead runs without a zero-advantage fraction: the trade-off",
+        "",
+        "`constant_advantage` alone, over the whole corpus, on logs that give only a step's",
+        "reward std (Unsloth's notebooks: one group per step): the window's share of",
+        "all-equal steps (`frac`), its length and the streak (`k`), in trainer steps.",
+        "",
+        *fallback_tradeoff(runs),
         "",
         "### Every run: the step each policy stops it at",
         "",

@@ -512,13 +512,17 @@ class ConstantAdvantage(StreakRule):
     not collapsing (the seed: the dead run's constant was -0.1, far below its best)."""
     window: Int = Field(default=1, ge=1)
     """The fraction is its mean over this many trainer steps."""
-    k_without_fraction: Int = Field(default=20, ge=1)
+    k_without_fraction: Int = Field(default=10, ge=1)
     """Trainer steps needed where the fraction comes from a fallback (score std, or min
     and max), which is 0 or 1 at each step: a log without the fraction often has one
-    group per step (Unsloth's notebooks), and a healthy run may start with a dozen
-    all-equal steps before it learns (real corpus: a run at reward 0 for 12 steps, then
-    rising to 0.9). 20 steps: the span over which the corpus's criterion calls a run
-    dead (bench/results/real_runs_bench.md)."""
+    group per step (Unsloth's notebooks), and a healthy run may start with a dozen or
+    more all-equal steps before it learns (real corpus: basilenouvellet-grpo, 20 of its
+    first 21 steps all-equal at reward 0, then rising to 0.9). The trade-off table of
+    bench/results/real_runs_bench.md (this rule alone, whole corpus): at ``frac`` 0.9
+    over 10 steps, 10 stops the dead unsloth-qwen3-vl-8b at step 14 and no healthy run;
+    5 stops basilenouvellet-grpo at step 9; 20 (the previous default) catches the dead
+    run only at step 24, after its window. No setting catches the dead tkg-llama31-8b
+    (16 of its first 20 steps all-equal) without stopping basilenouvellet-grpo."""
     window_without_fraction: Int = Field(default=10, ge=1)
     """The fallback's 0/1 values are averaged over this many trainer steps (the real
     corpus's dead runs: at least 80% of their first 20 steps all-equal)."""

@@ -215,9 +215,9 @@ def test_constant_advantage_fraction_and_its_fallbacks() -> None:
     assert (d.step, d.evidence["zero_group_frac"], d.evidence["streak"]) == (11, 1.0, 2)
     no_frac = [{k: v for k, v in r.items() if k != N.ZERO_ADV_FRAC} for r in hist]
     # a fallback is 0 or 1 at each step: its mean over 10 steps (>= 0.9 from step 18)
-    # must hold for 20 steps
+    # must hold for 10 steps
     d = first(rules.get("constant_advantage"), no_frac)
-    assert (d.step, d.evidence["source"], d.evidence["k"]) == (37, "score min == max", 20)
+    assert (d.step, d.evidence["source"], d.evidence["k"]) == (27, "score min == max", 10)
     fast = rules.get("constant_advantage", k_without_fraction=2, window_without_fraction=1)
     assert first(fast, no_frac).step == 11
     d = first(rules.get("constant_advantage", k=3), hist)
