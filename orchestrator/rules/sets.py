@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from orchestrator.rules import library as _library  # noqa: F401  (registers the rules)
+from orchestrator.rules import presets as _presets
 from orchestrator.rules.base import Decision, History, Rule, Watcher, _cls, get, names
 
 
@@ -78,13 +79,16 @@ def build(settings: Mapping[str, Any] | None = None) -> RuleSet:
     ``{"score_collapse": {"k": 3}, "ess_collapse": {"enabled": False}}``. Every registered
     rule is on with its defaults unless set otherwise; ``enabled: false`` turns one off;
     a rule set to null (``score_collapse:`` with nothing after it) keeps its defaults.
-    Unknown rules or parameters raise ValueError listing the valid ones.
+    ``preset: NAME`` starts from a named preset's settings (``orchestrator.rules.presets``,
+    e.g. ``ranking``), the rest of the section laid over it.
+    Unknown rules, presets or parameters raise ValueError listing the valid ones.
     """
     settings = settings or {}
     if not isinstance(settings, Mapping):
         raise ValueError(
             f"rules settings must be a mapping of rule name to parameters, got {settings!r}"
         )
+    settings = _presets.expand(settings)
     for nm in settings:
         _cls(str(nm))
     chosen: list[Rule] = []
