@@ -139,7 +139,9 @@ Stops = dict[str, int]
 """Run key -> the step the policy stops it at (absent: never)."""
 
 
-def gapwatch(ruleset: rules.RuleSet, runs: list[Run]) -> Stops:
+def gapwatch(ruleset: rules.RuleSet, runs: list[Run], *, fires: bool = False) -> Stops:
+    """Each run's first stop under ``ruleset`` (``fires``: the step at which its first
+    warning or stop is raised; bench/lead_time_bench.py's "first fire")."""
     by_key = {r.key: r for r in runs}
     out: Stops = {}
     for run in runs:
@@ -150,7 +152,10 @@ def gapwatch(ruleset: rules.RuleSet, runs: list[Run]) -> Stops:
             while pending is not None and pending["step"] <= row["step"]:
                 w.control(pending)
                 pending = next(ctl, None)
-            w.step(row)
+            new = w.step(row)
+            if fires and new:
+                out[run.key] = int(row["step"])
+                break
             if w.first_stop is not None:
                 out[run.key] = int(w.first_stop.step)
                 break

@@ -32,6 +32,8 @@ ORDER = [
     "ground_truth",
     "calibrate_rules",
     "detection_bench",
+    "lead_time_bench",
+    "leaderboard_bench",
     "real_runs_bench",
     "rules_before_after",
     "pipeline_bench",

@@ -53,8 +53,9 @@ the ground truth's 132 treatments, 11 corrections x 3 top-k strengths x 4 seeds)
   bench/results/calibrate_rules.md), and they fire before a run is dead, so its board
   score is not yet the dead level.
 
-Cost: more trial-steps than the defaults (a dead run runs 5 steps past its last signal,
-not 2), far fewer than no stopping.
+Cost: a dead run runs 3 steps longer than under the defaults (5 steps without signal, not
+2): on the ground truth 85% of the trial-steps of running every run to the end, against
+the defaults' 65%; every run it stops has collapsed (69 of 113 collapses stopped).
 """
 
 
