@@ -484,6 +484,8 @@ def main() -> int:
     ap.add_argument("--quick", action="store_true", help="seeds 0 and 1 only (split 0 / 1)")
     ap.add_argument("--out", type=Path, default=OUT)
     args = ap.parse_args()
+    if not (args.truth / "index.json").is_file():
+        ap.error(f"{args.truth} holds no index.json; pass a grid bench/ground_truth.py wrote")
     if not 0.5 < args.quantile < 1:
         ap.error(f"--quantile must be in (0.5, 1), got {args.quantile}")
     if args.hold < 1:

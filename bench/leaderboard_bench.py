@@ -288,6 +288,8 @@ def main() -> int:
     ap.add_argument("--quick", action="store_true", help="seeds 0 and 1 only")
     ap.add_argument("--out", type=Path, default=OUT)
     args = ap.parse_args()
+    if not (args.truth / "index.json").is_file():
+        ap.error(f"{args.truth} holds no index.json; pass a grid bench/ground_truth.py wrote")
     t0 = time.perf_counter()
     runs = db.load(args.truth, args.quick)
     sweeps = sorted({r.sweep for r in runs})
