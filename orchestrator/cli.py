@@ -249,8 +249,17 @@ def watch(
     ] = None,
     idle: Annotated[
         float,
-        typer.Option(help="Seconds without a new line after which the run is finished (0: never)."),
+        typer.Option(
+            help="Seconds without a new line after which the run is finished, or, where "
+            "--pid is still alive, hung (failed) (0: never)."
+        ),
     ] = 600.0,
+    end_hung: Annotated[
+        bool,
+        typer.Option(
+            "--end-hung", help="A hung trainer (--pid alive, log silent --idle s): end its group."
+        ),
+    ] = False,
     wait: Annotated[float, typer.Option(help="Seconds to wait for the log to appear.")] = 120.0,
     role: Annotated[str, typer.Option(help="The run's role: treatment or control.")] = "treatment",
     seed: Annotated[int, typer.Option(help="The run's seed (a label).")] = 0,
@@ -296,7 +305,7 @@ def watch(
     run, paired by seed, each stopped by its own templated --on-stop / --pid-file.
 
     Exit status: 0 finished with no stop; 3 stopped by a rule; 4 stopped but the stop
-    action failed; 2 bad input.
+    action failed; 5 the trainer hung (--pid alive, log silent --idle s); 2 bad input.
     """
     from orchestrator.replay import ruleset_for
     from orchestrator.watch import WatchOptions
@@ -305,7 +314,8 @@ def watch(
     if pattern or layout or manifest or (log is not None and set(str(log)) & set("*?[")):
         from orchestrator.fleet import FleetOptions, watch_fleet
 
-        single = {"--pid": pid, "--control": control, "--name": name, "--seed": seed or None,
+        single = {"--pid": pid, "--end-hung": end_hung or None, "--control": control,
+                  "--name": name, "--seed": seed or None,
                   "--codec": None if codec == "unknown" else codec,
                   "--correction": None if correction == "unknown" else correction,
                   "--role": None if role == "treatment" else role}  # fmt: skip
@@ -337,8 +347,8 @@ def watch(
         log=log, control=control, sweep=sweep, name=name, fmt=fmt, names=names,
         read=_read_options(step_field, step_pattern, logging_steps),
         ruleset=ruleset_for(rules, config), from_start=from_start, pid=pid, grace=grace,
-        on_stop=on_stop, idle=idle or None, wait=wait, role=role, seed=seed, codec=codec,
-        correction=correction, say=lambda text: typer.echo(text),
+        on_stop=on_stop, idle=idle or None, end_hung=end_hung, wait=wait, role=role, seed=seed,
+        codec=codec, correction=correction, say=lambda text: typer.echo(text),
     )  # fmt: skip
     raise typer.Exit(follow(opts, db))
 

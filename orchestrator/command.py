@@ -15,6 +15,13 @@ How a trainer process ends with its trial:
 - a stop (the Monitor's) ends the trial's thread; its ``finally`` SIGTERMs the process
   group, then SIGKILLs it after ``grace`` seconds;
 - a trainer that exits non-zero fails the trial with the last lines of its stderr;
+- a trainer that neither writes its log nor exits for ``idle`` seconds (hung: a deadlocked
+  collective, a stuck data loader) has its process group ended the same way, and the
+  trial fails with one line naming the last step it wrote;
+- a trial started again (Tune's retry after its node was lost, or ``--resume``) starts its
+  trainer from step 1: a log an earlier attempt left at the same path is first renamed
+  ``<log>.attempt-N``, so the steps followed are this attempt's alone (the Recorder has
+  dropped the earlier attempt's steps from the store).
 - the trainer is started under a parent-death signal (``PR_SET_PDEATHSIG``, SIGKILL): if
   the trial's process dies (a killed driver takes Ray's workers with it), so does the
   trainer, with no one left to clean up.
@@ -77,6 +84,13 @@ class CommandWorker(Strict):
     """Seconds between SIGTERM and SIGKILL when a trial ends."""
     wait: Float = Field(default=600.0, gt=0)
     """Seconds to wait for the log to appear before the trial fails."""
+    idle: Float | None = Field(default=1800.0, gt=0)
+    """Seconds the trainer may run without its log growing; then it is taken to be hung:
+    its process group is ended and the trial fails naming the last step seen (None: wait
+    for ever). Generous by default: between two logged steps a real trainer may save a
+    checkpoint, run an evaluation or (``logging_steps``) train several steps; verl and TRL
+    runs of 3B-9B models log a step every few seconds to a few minutes, so half an hour of
+    silence is far outside what a working trainer does."""
 
     @model_validator(mode="before")
     @classmethod
@@ -180,6 +194,18 @@ def start(
         stderr.close()
 
 
+def set_aside(log: Path) -> Path | None:
+    """Rename a log an earlier attempt left at ``log`` to ``<log>.attempt-N`` (the first
+    free N); where it went, or None if there was none."""
+    if not (log.is_file() or log.is_dir()):
+        return None
+    n = 1
+    while (aside := log.with_name(f"{log.name}.attempt-{n}")).exists():
+        n += 1
+    log.rename(aside)
+    return aside
+
+
 def stderr_tail(out_dir: Path, lines: int = 3) -> str:
     """The last lines of the trainer's stderr, as one line."""
     path = out_dir / "trainer.stderr"
@@ -195,7 +221,7 @@ def command_trainable(config: dict[str, Any]) -> None:
     """One Tune trial of a command trainer (see the module docstring)."""
     from ray import tune
 
-    from orchestrator.watch import end_process_group
+    from orchestrator.watch import end_process_group, hung_line
 
     spec = config["spec"]
     worker = CommandWorker.model_validate(spec["command"])
@@ -207,6 +233,7 @@ def command_trainable(config: dict[str, Any]) -> None:
     argv = [fill(a, values) for a in worker.command]
     log = Path(fill(worker.log, values))
     env = {**os.environ, **{k: fill(v, values) for k, v in worker.env.items()}, **gpu_env()}
+    set_aside(log)
     proc = start(argv, env, trial_dir, Path(values["workdir"]))
     options = ReadOptions(worker.step_field, worker.step_pattern, worker.logging_steps)
     follower = LogFollower(log, worker.format, options=options)
@@ -216,6 +243,7 @@ def command_trainable(config: dict[str, Any]) -> None:
     names = NameMapper(names_src)
     key = spec["trial_key"]
     t0 = time.monotonic()
+    last: int | None = None
     try:
         while True:
             done = proc.poll() is not None
@@ -224,8 +252,16 @@ def command_trainable(config: dict[str, Any]) -> None:
                     row = names({"step": s.step, **s.metrics})
                     metrics = {k: v for k, v in row.items() if k != "step"}
                     tune.report(pack(key, _Step(s.step, metrics, {})))
+                    last = s.step
                 if follower.error is not None:
                     raise follower.error
+                if not done and worker.idle is not None:
+                    quiet = time.monotonic() - max(follower.grew_at, t0)
+                    if quiet > worker.idle:
+                        end_process_group(proc.pid, worker.grace, pgid=proc.pid)
+                        raise RuntimeError(
+                            f"{hung_line(worker.idle, last)}; ended its process group"
+                        )
             elif time.monotonic() - t0 > worker.wait and not done:
                 raise RuntimeError(f"trainer wrote no log at {log} within {worker.wait:g} s")
             if done:

@@ -152,6 +152,14 @@ class SweepConfig(Strict):
     checkpoint_every: Int | None = Field(default=5, ge=1)
     """Built-in trials save a checkpoint every this many steps (None: never), so
     ``--resume`` takes them up from there instead of from step 1."""
+    max_failures: Int = Field(default=2, ge=0)
+    """How many times a trial whose process is lost (its node died or was preempted, its
+    Ray worker killed) is started again, on a node still there: a built-in trial from its
+    newest checkpoint, a command trial from step 1 (``orchestrator.attempts``). An error
+    the trial raises itself (a trainer's non-zero exit, a hang, a bad setting) is not
+    retried: it would recur. 2 lets a trial outlive two node losses, as a preemptible
+    cluster may deal it in a day-long sweep, while a trial that kills every node it runs
+    on (a host OOM) fails after three; 0 fails a trial at its first loss."""
     restore_grace: Int = Field(default=2, ge=0)
     """After a trial is taken up from a checkpoint, its first this many steps are judged
     but not acted on: a restart's spike is not a collapse."""

@@ -103,6 +103,9 @@ class LogFollower:
         self._given: set[str] = set()  # names given for the last step
         self._asm = StepAssembler(self.report)
         self._quiet_since = time.monotonic()
+        self.grew_at = self._quiet_since
+        """When (``time.monotonic``) the log last grew or changed (or following began):
+        how a caller tells a trainer that has stopped writing."""
         self._sig: tuple[Any, ...] | None = None
         if self.reader is not None:
             self._use(self.reader)
@@ -260,7 +263,7 @@ class LogFollower:
         data = self._read_new()
         now = time.monotonic()
         if data:
-            self._quiet_since = now
+            self._quiet_since = self.grew_at = now
             self._lines(data, out)
             if self._whole:  # detected from its content just now
                 return self._poll_whole()
@@ -309,6 +312,7 @@ class LogFollower:
         sig = reader.signature(self.path)
         if sig == self._sig:
             return []
+        self.grew_at = time.monotonic()
         try:
             entries = reader.entries(self.path)
         except readers.Busy:

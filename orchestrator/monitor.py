@@ -15,6 +15,13 @@ control and stops each of its treatments at its next step with a ``void_pair`` s
 (``VOID_RULE``, the reason in its evidence), here or, in a resumed sweep, from the
 control's stored stop; the compute goes to pairs that can still mean something.
 
+**A trial taken up part way** (``--resume`` from a checkpoint, or Tune's retry after its
+node was lost: ``orchestrator.attempts``) reports first a step after 1. Its watcher is
+then rebuilt from the trial's stored steps before that one, so the rules judge it as if
+it had never stopped, and its decisions about the next ``restore_grace`` steps are judged
+but not acted on (a restart's spike is not a collapse). Each attempt opens with its
+placement report, which drops what the Monitor knew of the earlier one.
+
 Not here: the rules (``orchestrator.rules``), writing (``orchestrator.recorder``).
 """
 
@@ -27,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from ray.tune import Stopper
 
+from orchestrator.attempts import new_attempt
 from orchestrator.rules import Decision, RuleSet, Watcher
 from orchestrator.tracked import ControlFeed
 from orchestrator.trainable import unpack
@@ -57,16 +65,17 @@ class Followed:
     control: ControlFeed | None
     """Its control's steps from the store (None: a control, or no store)."""
     quiet_until: int = 0
-    """Decisions about steps up to this one are not acted on (just after a restore)."""
+    """Decisions about steps up to this one are not acted on (just after a restore); 0
+    once past (or never restored)."""
 
 
 class Monitor(Stopper):
     """Apply the stop rules to every result; True stops that trial.
 
-    ``specs`` are the trials' ``TrialSpec.to_dict()`` (for each treatment's control key,
-    and, for a trial taken up from a checkpoint, ``restore``: the step it goes on after).
-    Such a trial's watcher is first rebuilt from its stored steps up to that step, and its
-    decisions about the next ``restore_grace`` steps are judged but not acted on.
+    ``specs`` are the trials' ``TrialSpec.to_dict()`` (for each treatment's control key).
+    A trial whose first reported step is past 1 has its watcher rebuilt from its stored
+    steps before it; where there were such steps, its decisions about the next
+    ``restore_grace`` steps are judged but not acted on.
     """
 
     def __init__(
@@ -81,9 +90,6 @@ class Monitor(Stopper):
     ) -> None:
         self.ruleset = ruleset
         self.control_of = {str(s["trial_key"]): s.get("control_key") for s in specs}
-        self.restored_at = {
-            str(s["trial_key"]): int(s["restore"]["step"]) for s in specs if s.get("restore")
-        }
         self.restore_grace = restore_grace
         self.recorder = recorder
         self.stopping = stopping
@@ -97,6 +103,11 @@ class Monitor(Stopper):
         self._void_sent: set[str] = set()
 
     def __call__(self, trial_id: str, result: dict[str, Any]) -> bool:
+        started = new_attempt(result)
+        if started is not None:
+            # a new attempt (a first start, or a retry on another node): judged afresh
+            self.followed.pop(started, None)
+            return False
         rep = unpack(result)
         # A result without our keys (Tune's own bookkeeping) decides nothing
         if rep is None or not self.stopping:
@@ -106,9 +117,9 @@ class Monitor(Stopper):
         # Tune hands a finished trial's last result over once more: nothing new
         if last is not None and rep.step == last:
             return False
-        # A trial restarted from scratch re-sends early steps: its rules start over
+        # A trial restarted re-sends steps: its rules start over from what is stored
         if f is None or (last is not None and rep.step < last):
-            f = self._follow(rep.key)
+            f = self._follow(rep.key, rep.step)
         row = {"step": rep.step, **rep.metrics}
         void = self._void(rep.key, rep.step)
         if void is not None:
@@ -121,7 +132,9 @@ class Monitor(Stopper):
         self._pass_to_treatments(rep.key, row)
         return stop
 
-    def _follow(self, key: str) -> Followed:
+    def _follow(self, key: str, first: int) -> Followed:
+        """Follow trial ``key`` from its step ``first``: its watcher sees the trial's
+        stored steps before it first (a trial taken up part way)."""
         ck, feed = self.control_of.get(key), None
         if ck is not None and self.recorder is not None:
             rec = self.recorder
@@ -135,19 +148,28 @@ class Monitor(Stopper):
         self.followed[key] = f
         if f.control_key is not None and key not in self._treatments_of[f.control_key]:
             self._treatments_of[f.control_key].append(key)
-        at = self.restored_at.pop(key, None)  # only the first attempt after a resume
-        if at is not None and self.recorder is not None:
+        if first > 1 and self.recorder is not None:
             # taken up from a checkpoint: the rules see the steps stored before it again
-            for row in self.recorder.stored_history(key, after=0, until=at):
+            rows = self.recorder.stored_history(key, after=0, until=first - 1)
+            for row in rows:
                 self._feed_control(key, f, int(row["step"]))
                 f.watcher.step(row)
-            f.quiet_until = at + self.restore_grace
+            if rows:  # (a log that starts past step 1 is not a restart)
+                f.quiet_until = first - 1 + self.restore_grace
         return f
 
     def _judge(self, key: str, f: Followed, row: dict[str, Any]) -> bool:
         new = f.watcher.step(row)
         if row["step"] <= f.quiet_until:
             return False  # just after a restore: a restart's spike is not acted on
+        if f.quiet_until > 0:
+            # the first step past the grace: what the rules hold now is new to us, so a
+            # decision that began within the grace and still holds is acted on, not lost
+            f.quiet_until = 0
+            held = [d for d in f.watcher.last.values() if d.action != "continue"]
+            new = sorted(held, key=lambda d: d.action != "stop")
+            if new and new[0].action == "stop":
+                f.watcher.first_stop = new[0]
         if self.recorder is not None:
             for d in new:
                 self.recorder.add_decision(key, d)
@@ -187,7 +209,9 @@ class Monitor(Stopper):
     def _pass_to_treatments(self, key: str, row: dict[str, Any]) -> None:
         """A control's step goes to the watchers of its treatments running here."""
         for t in self._treatments_of.get(key, ()):
-            f = self.followed[t]
+            f = self.followed.get(t)
+            if f is None:  # between two attempts of the treatment
+                continue
             if f.control is not None:
                 f.control.live = True
                 f.control.give(f.watcher, row)

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 from ray.tune import Callback
 
+from orchestrator.attempts import resumes_after
 from orchestrator.placement import placement_of
 from orchestrator.trainable import unpack
 from store.engine import mask
@@ -235,11 +236,12 @@ class Recorder(Callback):
         # stored after that goes, so a rerun leaves no stale tail and nothing counts twice
         self._buffered -= len(self._steps.pop(key, []))
         self._decisions.pop(key, None)
-        restore = trial.config["spec"].get("restore")
-        if restore is not None:
-            self.store.delete_run_data(run_id, after=int(restore["step"]))
+        after = resumes_after(trial)  # a retry's Tune checkpoint, or --resume's
+        if after is not None:
+            self.store.delete_run_data(run_id, after=after)
         elif self.store.run(run_id).last_step is not None:
             self.store.delete_run_data(run_id)
+        self.store.begin_attempt(run_id)
         self.store.set_run_status(run_id, "running")
 
     def on_checkpoint(

@@ -10,10 +10,13 @@ rule and step) and the trial-steps used against the budget.
 
 Resume is store-driven: ``--resume`` re-runs exactly the trials whose run is not
 ``completed`` or ``stopped`` in the store (a killed driver leaves them ``running``; an
-errored one is ``failed``), from step 1 (trials keep no checkpoints); the store's upsert
-on (run, name, step) makes re-sent steps overwrite, so nothing is stored twice. This
-survives a SIGKILLed driver, whose Tune experiment state may be stale, which
-``Tuner.restore`` would not.
+errored one is ``failed``), a built-in trial from the checkpoint its run recorded, any
+other from step 1; the store's upsert on (run, name, step) makes re-sent steps overwrite,
+so nothing is stored twice. This survives a SIGKILLed driver, whose Tune experiment state
+may be stale, which ``Tuner.restore`` would not.
+
+A trial whose process is lost while the driver lives (its node died) is started again by
+Tune on a node still up, up to ``max_failures`` times (``orchestrator.attempts``).
 
 Not here: the rules (``orchestrator.rules``), one run without Ray (``local_run``).
 """
@@ -29,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator import rules
+from orchestrator.attempts import Retries, marking_errors
 from orchestrator.command import command_trainable
 from orchestrator.config import Sweep, TrialSpec, load_sweep_config
 from orchestrator.console import console
@@ -186,7 +190,7 @@ def _tuner(
     if res.gpus > 0:
         resources["gpu"] = res.gpus
     return tune.Tuner(
-        tune.with_resources(with_placement(train_fn), resources),
+        tune.with_resources(with_placement(marking_errors(train_fn)), resources),
         # One grid axis over explicit specs, in order: every control before treatments
         param_space={"spec": tune.grid_search(todo)},
         tune_config=tune.TuneConfig(num_samples=1, reuse_actors=True),
@@ -196,7 +200,7 @@ def _tuner(
             stop=monitor,
             callbacks=callbacks,
             verbose=0,
-            failure_config=tune.FailureConfig(max_failures=0),
+            failure_config=tune.FailureConfig(max_failures=sweep.config.max_failures),
             checkpoint_config=tune.CheckpointConfig(num_to_keep=1),
         ),
     )
@@ -334,7 +338,8 @@ def _run(
         rules.build(cfg.rules), todo_specs, recorder, stopping=cfg.stopping,
         restore_grace=cfg.restore_grace,
     )  # fmt: skip
-    callbacks: list[Any] = [recorder]
+    # Retries first: it turns a trial's own error into no retry before Tune decides
+    callbacks: list[Any] = [Retries(), recorder]
     table = None
     if live:
         lines = stored_lines(st, sweep_id, sweep.trials)

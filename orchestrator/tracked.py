@@ -92,6 +92,7 @@ class TrackedRun:
         # The same run started again from step 1 replaces what an earlier attempt stored
         if st.run(self.run_id).last_step is not None:
             st.delete_run_data(self.run_id)
+        st.begin_attempt(self.run_id)
         st.set_run_status(self.run_id, "running")
         self.ident = ident
         self.watcher = ruleset.watch() if ruleset is not None else None

@@ -2,7 +2,9 @@
 
 ``trainable(config)`` builds ``workers.RunConfig`` from the trial spec and reports each
 step of a ``workers.loop.GRPORun``, with a checkpoint (Tune's checkpoint API) every
-``checkpoint_every`` steps and, on ``--resume``, taken up from the trial's last one.
+``checkpoint_every`` steps, taken up from the newest one Tune hands back (a retry after the
+trial's node was lost: ``orchestrator.attempts``) or, on ``--resume``, from the one the
+store recorded.
 :func:`report_steps` reports any other source of steps (a test's wrapper). A report carries the trial key
 and the step, the metrics nested under one key and the distributions JSON-encoded under
 another, so Tune flattens neither; :func:`unpack` reads one back on the driver.
@@ -13,6 +15,7 @@ Not here: what the driver does with a result (``orchestrator.monitor``,
 
 from __future__ import annotations
 
+import contextlib
 import json
 import tempfile
 from collections.abc import Iterable
@@ -77,8 +80,9 @@ def report_steps(trial_key: str, steps: Iterable[Step]) -> None:
 
 def trainable(config: dict[str, Any]) -> None:
     """One Tune trial of the built-in worker: a ``GRPORun`` over the spec's RunConfig,
-    taken up from ``spec["restore"]`` (a checkpoint) where given, saving a checkpoint
-    through Tune every ``spec["checkpoint_every"]`` steps."""
+    taken up from this trial's newest Tune checkpoint (a retry) or else from
+    ``spec["restore"]`` (``--resume``) where either is there, saving a checkpoint through
+    Tune every ``spec["checkpoint_every"]`` steps."""
     from ray import tune
 
     from workers import RunConfig
@@ -86,7 +90,11 @@ def trainable(config: dict[str, Any]) -> None:
 
     spec = config["spec"]
     restore = spec.get("restore")
-    run = GRPORun(RunConfig.from_dict(dict(spec["run"])), resume=restore and restore["path"])
+    retry = tune.get_checkpoint()
+    with contextlib.ExitStack() as held:
+        path = held.enter_context(retry.as_directory()) if retry is not None else None
+        resume = path or (restore and restore["path"])
+        run = GRPORun(RunConfig.from_dict(dict(spec["run"])), resume=resume)
     every = spec.get("checkpoint_every")
     with tempfile.TemporaryDirectory(prefix="gw-ckpt-") as tmp:
         for res in run.steps():

@@ -7,12 +7,15 @@ the log (``orchestrator.follow``), adds gapwatch's names to foreign ones
 rules judge it step by step. On the first stop it stores the decision with its evidence,
 then acts: ``--pid`` sends SIGTERM to the trainer's process group (SIGKILL after
 ``--grace`` seconds), ``--on-stop`` runs a command (``ray job stop ...``,
-``scancel ...``). When the trainer finishes (``--pid`` gone, or no new line for
-``--idle`` seconds) the run is marked completed.
+``scancel ...``). When the trainer finishes (``--pid`` gone, or, without ``--pid``, no
+new line for ``--idle`` seconds) the run is marked completed. A ``--pid`` that is still
+alive after ``--idle`` seconds without a new line is a hung trainer, not a finished one:
+the run is marked failed with one line naming the last step seen, and with
+``--end-hung`` its process group is ended (SIGTERM, SIGKILL after ``--grace``).
 
 Exit status: 0 the run ended with no stop; 3 a rule stopped it (and the stop was carried
-out, if one was asked for); 4 a rule stopped it but carrying the stop out failed; 2 bad
-input (one ``error:`` line); 130 interrupted.
+out, if one was asked for); 4 a rule stopped it but carrying the stop out failed; 5 the
+trainer hung; 2 bad input (one ``error:`` line); 130 interrupted.
 
 Call :func:`watch` with :class:`WatchOptions`.
 """
@@ -36,7 +39,7 @@ from orchestrator.rules import Decision, RuleSet
 from orchestrator.tracked import TrackedRun
 from store import Store, identity
 
-EXIT_DONE, EXIT_STOPPED, EXIT_STOP_FAILED = 0, 3, 4
+EXIT_DONE, EXIT_STOPPED, EXIT_STOP_FAILED, EXIT_HUNG = 0, 3, 4, 5
 WATCH_SWEEP = "watch"
 """The sweep that holds followed runs unless ``--sweep`` names another."""
 
@@ -71,7 +74,10 @@ class WatchOptions:
     on_stop: str | None = None
     """A shell command run on a stop (env: GAPWATCH_RUN_ID, _STOP_RULE, _STOP_STEP)."""
     idle: float | None = 600.0
-    """Seconds with no new line after which the trainer is taken to have finished."""
+    """Seconds with no new line after which the trainer is taken to have finished, or,
+    where ``pid`` is still alive, to have hung."""
+    end_hung: bool = False
+    """A hung trainer (``pid`` alive, log silent for ``idle`` s): end its process group."""
     wait: float = 120.0
     """Seconds to wait for the log to appear."""
     poll: float = 0.1
@@ -147,6 +153,13 @@ def end_process_group(pid: int, grace: float, *, pgid: int | None = None) -> str
     with contextlib.suppress(ProcessLookupError):
         send(signal.SIGKILL)
     return f"{what} did not end within {grace:g} s of SIGTERM; sent SIGKILL"
+
+
+def hung_line(idle: float, last_step: int | None) -> str:
+    """How a hung trainer is said (a sweep's command trial, ``watch --pid``): how long its
+    log has been silent, after which step."""
+    after = "before its first step" if last_step is None else f"after step {last_step}"
+    return f"trainer hung: no log line for {idle:g} s {after}"
 
 
 def _identity(opts: WatchOptions, name: str, pair: str | None) -> identity.RunIdentity:
@@ -250,12 +263,14 @@ def watch(opts: WatchOptions, db_url: str | None) -> int:
     names = NameMapper(opts.names)
     told = False
     last_line = time.monotonic()
+    last: int | None = None
     try:
         while True:
             steps = follower.poll()
             if steps:
                 last_line = time.monotonic()
             for s in steps:
+                last = s.step
                 stop = _take(run, control, names, s)
                 if not told:
                     told = _tell_feeds(run, names, say, opts.control is not None)
@@ -267,6 +282,8 @@ def watch(opts: WatchOptions, db_url: str | None) -> int:
                 say(f"the trainer (pid {opts.pid}) has ended")
                 break
             if opts.idle is not None and time.monotonic() - last_line > opts.idle:
+                if opts.pid is not None:
+                    return _hung(opts, run, control, last)
                 say(f"no new line for {opts.idle:g} s: taking the run as finished")
                 break
             time.sleep(opts.poll)
@@ -315,6 +332,22 @@ def _tell_feeds(run: TrackedRun, names: NameMapper, say: Any, has_control: bool)
     for rule, why in rs.unfed(have, have if has_control else None).items():
         say(f"rule {rule} cannot decide on this log: {why}")
     return True
+
+
+def _hung(opts: WatchOptions, run: TrackedRun, control: _Control, last: int | None) -> int:
+    """``opts.pid`` is alive but its log has been silent for ``opts.idle`` s: the run
+    fails with one line (and the trainer's group is ended if asked); EXIT_HUNG."""
+    assert opts.pid is not None and opts.idle is not None
+    line = hung_line(opts.idle, last)
+    if opts.end_hung:
+        outcome = end_process_group(opts.pid, opts.grace)
+        line += f"; ended its process group ({outcome})"
+    else:
+        line += f"; pid {opts.pid} left running (--end-hung ends its process group)"
+    control.finish(run)
+    run.finish(error=line)
+    opts.say(plain(f"run {run.run_id} failed: {line}"))
+    return EXIT_HUNG
 
 
 def _act(opts: WatchOptions, st: Store, run: TrackedRun, control: _Control, stop: Decision) -> int:

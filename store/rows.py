@@ -41,6 +41,8 @@ class RunRow:
     """The step the newest checkpoint was saved after (None: no checkpoint)."""
     checkpoint_path: str | None = None
     """Where that checkpoint is."""
+    attempts: int | None = None
+    """How many times the run's trainer was started (None: not counted, an older run)."""
 
 
 class Point(NamedTuple):

@@ -72,6 +72,9 @@ class Run(Base):
     """The step the run's newest checkpoint was saved after (revision 0005)."""
     checkpoint_path: Mapped[str | None] = mapped_column(Text)
     """Where that checkpoint is (a directory Ray Tune keeps)."""
+    attempts: Mapped[int | None] = mapped_column(Integer)
+    """How many times the run's trainer was started (a retry after its node was lost, a
+    ``--resume``, each counts; revision 0006). NULL: recorded before it was counted."""
 
 
 class MetricName(Base):

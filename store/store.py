@@ -275,6 +275,23 @@ class Store:
 
         self._write(go)
 
+    def begin_attempt(self, run_id: int) -> int:
+        """Count one more start of the run's trainer (its first, a retry on another node,
+        a resume); the count now."""
+
+        def go(conn: Connection) -> int:
+            res = conn.execute(
+                update(Run)
+                .where(Run.id == run_id)
+                .values(attempts=func.coalesce(Run.attempts, 0) + 1)
+            )
+            if res.rowcount == 0:
+                raise StoreError(f"no run with id {run_id} in {self.url_display}")
+            count = conn.execute(select(Run.attempts).where(Run.id == run_id)).scalar_one()
+            return int(count or 0)
+
+        return self._write(go)
+
     def set_checkpoint(self, run_id: int, step: int, path: str) -> None:
         """Record the run's newest checkpoint: saved after ``step``, in ``path``."""
 
@@ -437,6 +454,7 @@ class Store:
             last_step=r.last_step,
             checkpoint_step=r.checkpoint_step,
             checkpoint_path=r.checkpoint_path,
+            attempts=r.attempts,
         )
 
     def runs(self, sweep_id: int | None = None) -> list[RunRow]:

@@ -6,8 +6,9 @@ tested on plain data (``ui.board`` has the strategies across seeds). ``ui.source
 store rows into the dicts these functions take.
 
 Row dicts carry the store's field names: a run has ``id, sweep_id, trial_id, role,
-pair_key, seed, compression, correction, config, status, stop_rule, stop_step, error``
-and, added by ``ui.source``, ``last_step`` (the newest stored step, or None).
+pair_key, seed, compression, correction, config, status, stop_rule, stop_step, error,
+attempts`` (how many times its trainer was started; None for older runs) and ``last_step``
+(the newest stored step, or None).
 """
 
 from __future__ import annotations
@@ -140,6 +141,7 @@ def runs_table(
                 "status": r.get("status"),
                 "stop rule": r.get("stop_rule"),
                 "stop step": r.get("stop_step"),
+                "attempts": r.get("attempts"),
                 "steps used": used,
                 "budget": budget,
                 "used/budget": (used / budget) if used is not None and budget else None,
@@ -151,7 +153,7 @@ def runs_table(
         )
     cols = [
         "id", "run", "role", "seed", "codec", "correction", "status", "stop rule",
-        "stop step", "steps used", "budget", "used/budget", "last score", "last gap",
+        "stop step", "attempts", "steps used", "budget", "used/budget", "last score", "last gap",
         "pair", "error",
     ]  # fmt: skip
     return pd.DataFrame(rows, columns=cols)

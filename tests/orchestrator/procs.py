@@ -1,13 +1,26 @@
-"""Process helpers shared by the tests that start Ray nodes themselves."""
+"""Process helpers shared by the tests that start Ray nodes themselves.
+
+A node is ``ray start ... --block`` in its own process group with its own temp dir (short:
+Ray's unix sockets live under it), ended by its group (``ray stop`` would end every Ray on
+the machine, other users' too); :func:`procs_of` finds what outlived it.
+"""
 
 from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import socket
 import subprocess
+import sys
+import tempfile
 import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+BIN = Path(sys.executable).parent
 
 
 def free_port() -> int:
@@ -33,3 +46,142 @@ def end_group(p: subprocess.Popen[bytes], grace_s: float = 5.0, wait_s: float = 
         with contextlib.suppress(ProcessLookupError):
             os.killpg(p.pid, signal.SIGKILL)
     p.wait(timeout=wait_s)
+
+
+def start_node(
+    args: list[str],
+    temp: str,
+    log: Path,
+    *,
+    cpus: int = 2,
+    gpus: int = 2,
+    env: dict[str, str] | None = None,
+) -> subprocess.Popen[bytes]:
+    """``ray start ARGS --block`` on loopback with ``cpus`` CPUs and ``gpus`` logical GPUs,
+    in its own process group, token auth on, its output in ``log``."""
+    with log.open("w") as out:
+        return subprocess.Popen(
+            [str(BIN / "ray"), "start", *args, "--node-ip-address", "127.0.0.1",
+             "--temp-dir", temp, "--num-cpus", str(cpus), "--num-gpus", str(gpus),
+             "--object-store-memory", str(80 * 2**20), "--disable-usage-stats",
+             "--dashboard-agent-listen-port", str(free_port()), "--block"],
+            stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+            env={**os.environ, "RAY_AUTH_MODE": "token", "RAY_ADDRESS": "", **(env or {})},
+        )  # fmt: skip
+
+
+def wait_started(p: subprocess.Popen[bytes], log: Path, what: str, within: float = 120) -> None:
+    """Wait until ``ray start`` says its node is up (fail naming ``what`` if it exits)."""
+    deadline = time.monotonic() + within
+    while "Ray runtime started" not in log.read_text():
+        assert p.poll() is None, f"{what} exited:\n{log.read_text()[-3000:]}"
+        assert time.monotonic() < deadline, f"{what} did not come up in {within:g} s"
+        time.sleep(0.5)
+
+
+def procs_of(dirs: list[str]) -> list[str]:
+    """Live processes whose command line names one of ``dirs`` (a node's temp dir)."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            cmd = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            state = (proc / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if state != "Z" and any(d in cmd for d in dirs):
+            found.append(f"{proc.name} {cmd[:160]}")
+    return found
+
+
+def descendants(pid: int) -> list[int]:
+    """Every live process below ``pid`` (children, theirs, ...), by their parent ids."""
+    children: dict[int, list[int]] = {}
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            ppid = int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        children.setdefault(ppid, []).append(int(proc.name))
+    out, todo = [], [pid]
+    while todo:
+        for c in children.get(todo.pop(), []):
+            out.append(c)
+            todo.append(c)
+    return out
+
+
+def cmdline(pid: int) -> str:
+    """``pid``'s command line ('' once it is gone)."""
+    try:
+        return (
+            Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        )
+    except OSError:
+        return ""
+
+
+FAST_NODE_DEATH = {
+    "RAY_health_check_initial_delay_ms": "1000",
+    "RAY_health_check_period_ms": "1000",
+    "RAY_health_check_timeout_ms": "1000",
+    "RAY_health_check_failure_threshold": "3",
+}
+"""The head notices a node gone after 3 failed 1 s health checks (Ray's default: 5 x 3 s
+after a 10 s timeout)."""
+
+
+@dataclass
+class Cluster:
+    """Two Ray nodes on this machine: the head and a second one that can be lost."""
+
+    address: str
+    temps: list[str]
+    nodes: list[subprocess.Popen[bytes]]
+    logs: Path
+
+    def kill_second_node(self, keep: str | None = None) -> list[int]:
+        """SIGKILL the second node's raylet and Ray workers (every process below its
+        ``ray start``), sparing processes whose command line holds ``keep``; their pids."""
+        pids = [p for p in descendants(self.nodes[1].pid) if not (keep and keep in cmdline(p))]
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        return pids
+
+
+@contextlib.contextmanager
+def two_nodes(logs: Path, *, fast_death: bool = True) -> Iterator[Cluster]:
+    """A head and a second node on loopback, two CPUs each (the head told to notice a
+    dead node fast, ``FAST_NODE_DEATH``, unless ``fast_death`` is False); ended however
+    the test went, and checked to leave no process behind."""
+    temps = [tempfile.mkdtemp(prefix="gwh", dir="/tmp"), tempfile.mkdtemp(prefix="gww", dir="/tmp")]
+    port = free_port()
+    nodes: list[subprocess.Popen[bytes]] = []
+    try:
+        head = ["--head", "--port", str(port), "--include-dashboard=false",
+                "--dashboard-port", str(free_port())]  # fmt: skip
+        nodes.append(
+            start_node(
+                head, temps[0], logs / "head.log", gpus=0, env=FAST_NODE_DEATH if fast_death else {}
+            )
+        )
+        wait_started(nodes[0], logs / "head.log", "ray start --head")
+        second = ["--address", f"127.0.0.1:{port}"]
+        nodes.append(start_node(second, temps[1], logs / "second.log", gpus=0))
+        wait_started(nodes[1], logs / "second.log", "ray start --address (second node)")
+        yield Cluster(f"127.0.0.1:{port}", temps, nodes, logs)
+    finally:
+        for p in reversed(nodes):
+            end_group(p)
+        time.sleep(1)
+        left = procs_of(temps)
+        for line in left:  # a process that left the group: end it by its own id
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(line.split()[0]), signal.SIGKILL)
+        for t in temps:
+            shutil.rmtree(t, ignore_errors=True)
+        assert not left, "Ray processes outlived their node's process group:\n" + "\n".join(left)

@@ -1,6 +1,6 @@
 """Sweeps of a command trainer on a real local Ray: the TRL example end to end (pairs per
-seed, a stopped treatment whose process group is gone), a trainer that fails at once, and
-a killed driver that leaves no trainer running."""
+seed, a stopped treatment whose process group is gone), a trainer that fails at once, a
+trainer that hangs, and a killed driver that leaves no trainer running."""
 
 from __future__ import annotations
 
@@ -29,8 +29,11 @@ if "--fail" in sys.argv:
     print("loading the model...", file=sys.stderr)
     print("CUDA error: out of memory", file=sys.stderr)
     sys.exit(3)
+hang = int(sys.argv[sys.argv.index("--hang") + 1]) if "--hang" in sys.argv else None
 with open(log, "a") as f:
     for s in range(1, 1000):
+        if s == hang:  # alive, silent: a hung trainer
+            time.sleep(10_000)
         f.write(json.dumps({"step": s, "critic/score/mean": 0.5}) + "\\n")
         f.flush()
         time.sleep(0.2)
@@ -128,3 +131,33 @@ def test_a_killed_driver_leaves_no_trainer_running(tmp_path: Path) -> None:
     while _procs(marker) and time.monotonic() - t0 < 30:
         time.sleep(0.5)
     assert _procs(marker) == [], "a trainer outlived the killed driver"
+
+
+@pytest.mark.slow
+def test_a_hung_trainer_is_ended_and_its_trial_fails_naming_its_last_step(
+    tmp_path: Path,
+) -> None:
+    """Each trainer writes 3 steps, then sleeps on without exiting (and without a line):
+    after ``idle`` s its group is ended and its trial failed in one line, not retried,
+    its 3 steps kept."""
+    marker = f"hung-marker-{os.getpid()}"
+    cfg = _stand_in(tmp_path, marker, "--hang", "4")
+    cfg["worker"]["idle"] = 3  # type: ignore[index]
+    url = f"sqlite:///{tmp_path}/h.db"
+    t0 = time.monotonic()
+    out = execute_sweep(
+        parse_sweep_config(cfg), db_url=url, address=None, resume=False,
+        storage=tmp_path / "ray", live=False,
+    )  # fmt: skip
+    assert time.monotonic() - t0 < 120
+    assert out.status == "failed"
+    runs = open_store(url).runs(sweep_id=out.sweep_id)
+    assert len(runs) == 2
+    for r in runs:
+        assert r.status == "failed", (r.trial_id, r.status, r.error)
+        err = r.error or ""
+        line = "trainer hung: no log line for 3 s after step 3; ended its process group"
+        assert line in err and "\n" not in err, err
+        assert [h["step"] for h in open_store(url).history(r.id)] == [1, 2, 3]
+        assert r.attempts == 1, "a trial's own error is not retried"
+    assert _procs(marker) == [], "a hung trainer outlived its trial"

@@ -88,6 +88,30 @@ def test_worker_names_a_command_now_and_says_where_run_settings_go(tmp_path: Pat
     assert "top level or under run:" in line
 
 
+@pytest.mark.parametrize(
+    ("change", "needle"),
+    [
+        ({"max_failures": -1}, "max_failures"),
+        ({"max_failures": "often"}, "max_failures"),
+        ({"worker": {"command": ["x"], "idle": 0}}, "worker.idle"),
+        ({"worker": {"command": ["x"], "idle": "long"}}, "worker.idle"),
+    ],
+)
+def test_retries_and_hang_limit_are_validated(
+    tmp_path: Path, change: dict[str, object], needle: str
+) -> None:
+    assert needle in _bad(tmp_path, **change)
+
+
+def test_retry_and_hang_defaults(tmp_path: Path) -> None:
+    sweep = load_sweep_config(_write(tmp_path, {**GOOD, "worker": {"command": ["x"]}}))
+    assert sweep.config.max_failures == 2 and sweep.config.worker is not None
+    assert sweep.config.worker.idle == 1800.0
+    unbounded = {**GOOD, "max_failures": 0, "worker": {"command": ["x"], "idle": None}}
+    sweep = load_sweep_config(_write(tmp_path, unbounded))
+    assert sweep.config.max_failures == 0 and sweep.config.worker.idle is None  # type: ignore[union-attr]
+
+
 def test_unknown_rule_lists_valid(tmp_path: Path) -> None:
     line = _bad(tmp_path, rules={"score_colapse": {"k": 2}})
     assert "score_colapse" in line and "score_collapse" in line

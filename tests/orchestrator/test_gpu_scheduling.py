@@ -44,7 +44,7 @@ import yaml
 from store import open_store
 from store.rows import RunRow
 
-from .procs import end_group, free_port
+from .procs import end_group, free_port, procs_of, start_node, wait_started
 
 pytestmark = pytest.mark.slow
 
@@ -73,46 +73,10 @@ with open(log, "a") as f:
 """
 
 
-def _procs_of(dirs: list[str]) -> list[str]:
-    """Live processes whose command line names one of ``dirs`` (a node's temp dir)."""
-    found = []
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
-        try:
-            cmd = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-            state = (proc / "stat").read_text().rsplit(")", 1)[1].split()[0]
-        except OSError:
-            continue
-        if state != "Z" and any(d in cmd for d in dirs):
-            found.append(f"{proc.name} {cmd[:160]}")
-    return found
-
-
 @dataclass
 class Cluster:
     address: str
     logs: Path
-
-
-def _start_node(args: list[str], temp: str, log: Path) -> subprocess.Popen[bytes]:
-    with log.open("w") as out:
-        return subprocess.Popen(
-            [str(BIN / "ray"), "start", *args, "--node-ip-address", "127.0.0.1",
-             "--temp-dir", temp, "--num-cpus", "2", "--num-gpus", "2",
-             "--object-store-memory", str(80 * 2**20), "--disable-usage-stats",
-             "--dashboard-agent-listen-port", str(free_port()), "--block"],
-            stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
-            env={**os.environ, "RAY_AUTH_MODE": "token", "RAY_ADDRESS": ""},
-        )  # fmt: skip
-
-
-def _wait_started(p: subprocess.Popen[bytes], log: Path, what: str) -> None:
-    deadline = time.monotonic() + 120
-    while "Ray runtime started" not in log.read_text():
-        assert p.poll() is None, f"{what} exited:\n{log.read_text()[-3000:]}"
-        assert time.monotonic() < deadline, f"{what} did not come up in 120 s"
-        time.sleep(0.5)
 
 
 @pytest.fixture(scope="module")
@@ -127,16 +91,16 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     try:
         head_args = ["--head", "--port", str(port), "--include-dashboard=false",
                      "--dashboard-port", str(free_port())]  # fmt: skip
-        nodes.append(_start_node(head_args, temps[0], logs / "head.log"))
-        _wait_started(nodes[0], logs / "head.log", "ray start --head")
-        nodes.append(_start_node(["--address", f"127.0.0.1:{port}"], temps[1], logs / "w.log"))
-        _wait_started(nodes[1], logs / "w.log", "ray start --address (second node)")
+        nodes.append(start_node(head_args, temps[0], logs / "head.log"))
+        wait_started(nodes[0], logs / "head.log", "ray start --head")
+        nodes.append(start_node(["--address", f"127.0.0.1:{port}"], temps[1], logs / "w.log"))
+        wait_started(nodes[1], logs / "w.log", "ray start --address (second node)")
         yield Cluster(f"127.0.0.1:{port}", logs)
     finally:
         for p in reversed(nodes):
             end_group(p)
         time.sleep(1)
-        left = _procs_of(temps)
+        left = procs_of(temps)
         for line in left:  # a process that left the group: end it by its own id
             with contextlib.suppress(ProcessLookupError):
                 os.kill(int(line.split()[0]), signal.SIGKILL)

@@ -174,3 +174,45 @@ def test_last_result_sent_twice_keeps_history() -> None:
     w = mon.followed["s0-control"].watcher
     assert mon("t", _result("s0-control", 3, 0.5)) is False
     assert mon.followed["s0-control"].watcher is w and w.last_step == 3
+
+
+def test_a_retried_trial_is_judged_from_its_stored_steps(tmp_path: Path) -> None:
+    """Tune starts a trial again after its node was lost: the new attempt opens with its
+    placement report and goes on after its checkpoint (step 4). Its rules are rebuilt from
+    the stored steps 1..4, and the next ``restore_grace`` steps are judged, not acted on
+    (a collapse that holds past them is acted on then); a log that merely starts past
+    step 1, with nothing stored, is judged at once."""
+    from orchestrator.placement import PLACEMENT_KEY
+
+    url = f"sqlite:///{tmp_path}/retry.db"
+    st = open_store(url)
+    rec = Recorder(url, st.ensure_sweep("mon", ""), _specs())
+    ctrl, treat = rec.run_id("s0-control"), rec.run_id(TREAT)
+    assert ctrl is not None and treat is not None
+    row = {names.SCORE_MEAN: 0.6, names.SCORE_STD: 0.25}
+    st.write_steps(ctrl, [(s, row, {}) for s in range(1, 9)])
+    mon = _monitor(rec, restore_grace=2)
+    for step in range(1, 5):  # the first attempt, stored as the Recorder stores it
+        assert mon("t", _result(TREAT, step, 0.6)) is False
+    st.write_steps(treat, [(s, row, {}) for s in range(1, 5)])
+    first = mon.followed[TREAT].watcher
+    assert mon("t", {TRIAL_KEY: TREAT, PLACEMENT_KEY: {"node_id": "n2", "pid": 1}}) is False
+    assert TREAT not in mon.followed  # the earlier attempt is forgotten
+    assert mon("t", _result(TREAT, 5, 0.1)) is False  # within the grace after a restart
+    again = mon.followed[TREAT]
+    assert again.watcher is not first and again.quiet_until == 4 + 2
+    assert mon("t", _result(TREAT, 6, 0.1)) is False
+    assert mon("t", _result(TREAT, 7, 0.1)) is True
+    stop = mon.first_stop(TREAT)
+    assert stop is not None and (stop.rule, stop.step) == ("score_collapse", 7)
+    rec.flush()
+    stored = [(d.step, d.rule, d.action) for d in st.decisions(run_id=treat)]
+    assert stored == [(7, "score_collapse", "stop")]
+    # nothing stored before its first step: no restart, no grace
+    other = Recorder(url, st.ensure_sweep("other", ""), _specs())
+    other_ctrl = other.run_id("s0-control")
+    assert other_ctrl is not None and other.run_id(TREAT) is not None
+    st.write_steps(other_ctrl, [(s, row, {}) for s in range(1, 9)])
+    fresh = _monitor(other, restore_grace=2)
+    assert fresh("t", _result(TREAT, 5, 0.1)) is True
+    assert fresh.followed[TREAT].quiet_until == 0

@@ -233,3 +233,37 @@ def test_an_exited_pid_ends_the_watch(tmp_path: Path) -> None:
     rest = watch.stdout.read()
     assert watch.wait(timeout=60) == 0
     assert f"the trainer (pid {trainer.pid}) has ended" in rest
+
+
+@pytest.mark.parametrize("end_hung", [True, False])
+def test_a_live_pid_whose_log_goes_silent_is_hung_not_finished(
+    tmp_path: Path, end_hung: bool
+) -> None:
+    """The writer logs 4 steps, then sleeps on, alive: after --idle s the run fails with
+    one line naming step 4; --end-hung ends the writer's process group, else it is left."""
+    log, db = tmp_path / "hung.jsonl", f"sqlite:///{tmp_path}/w.db"
+    writer = _writer(log, steps=4, collapse=99)
+    try:
+        res = _watch(str(log), "--db", db, "--pid", str(writer.pid), "--idle", "2",
+                     "--grace", "2", *(["--end-hung"] if end_hung else []))  # fmt: skip
+        assert res.returncode == 5, res.stdout + res.stderr
+        assert "Traceback" not in res.stderr
+        said = [ln for ln in res.stdout.splitlines() if "trainer hung" in ln]
+        assert len(said) == 1, res.stdout
+        assert "trainer hung: no log line for 2 s after step 4" in said[0]
+        if end_hung:
+            assert "ended its process group (process group" in said[0]
+            assert _gone(writer, 5), "the hung trainer's process group outlived --end-hung"
+        else:
+            assert f"pid {writer.pid} left running" in said[0]
+            assert writer.poll() is None, "without --end-hung the trainer is left alone"
+    finally:
+        if writer.poll() is None:
+            os.killpg(writer.pid, signal.SIGKILL)
+        writer.wait()
+    st = open_store(db)
+    (run,) = st.runs()
+    assert run.status == "failed", run
+    assert (run.error or "").startswith("trainer hung: no log line for 2 s after step 4")
+    assert "\n" not in (run.error or "")
+    assert [h["step"] for h in st.history(run.id)] == [1, 2, 3, 4]

@@ -315,6 +315,23 @@ def test_delete_run_data_clears_one_run_and_keeps_its_row(
         st.delete_run_data(10_000)
 
 
+def test_attempts_count_each_start_and_survive_a_restart(
+    st: Store, make_run: Callable[..., int]
+) -> None:
+    rid = make_run("a")
+    assert st.run(rid).attempts is None  # not started yet
+    assert st.begin_attempt(rid) == 1
+    st.write_steps(rid, [(s, {SCORE: 1.0}, {}) for s in (1, 2, 3)])
+    # started again (its node was lost) from its checkpoint after step 2
+    st.delete_run_data(rid, after=2)
+    assert st.begin_attempt(rid) == 2
+    row = st.run(rid)
+    assert (row.attempts, row.last_step) == (2, 2)
+    assert [r.attempts for r in st.runs() if r.id == rid] == [2]
+    with pytest.raises(StoreError, match="no run with id"):
+        st.begin_attempt(10_000)
+
+
 def test_update_run_config_sets_keys_and_keeps_the_rest(
     st: Store, make_run: Callable[..., int]
 ) -> None:

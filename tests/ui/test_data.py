@@ -17,7 +17,7 @@ def run(rid: int, **kw: Any) -> dict[str, Any]:
         "id": rid, "sweep_id": 1, "trial_id": f"t{rid}", "role": "treatment",
         "pair_key": "s1", "seed": 1, "compression": "q2", "correction": "none",
         "config": {"steps": 20}, "status": "completed", "stop_rule": None,
-        "stop_step": None, "error": None, "last_step": 20,
+        "stop_step": None, "error": None, "last_step": 20, "attempts": 1,
     }  # fmt: skip
     base.update(kw)
     return base
@@ -26,7 +26,7 @@ def run(rid: int, **kw: Any) -> dict[str, Any]:
 RUNS = [
     run(1, role="control", compression="none", correction="none"),
     run(2, status="stopped", stop_rule="score_collapse", stop_step=6, last_step=6),
-    run(3, correction="tis"),
+    run(3, correction="tis", attempts=2),
     run(4, seed=2, pair_key="s2", role="control", compression="none"),
     run(
         5,
@@ -60,6 +60,8 @@ def test_runs_table_columns_and_values() -> None:
     assert pd.isna(t.set_index("id").loc[5]["last gap"])
     assert pd.isna(t.set_index("id").loc[6]["last score"])
     assert t.set_index("id").loc[1]["run"] == "#1 dense control s1"
+    # a trial started again after its node was lost says so
+    assert list(t["attempts"]) == [1, 1, 2, 1, 1, 1]
 
 
 def test_steps_saved_sums_budget_minus_stop_step() -> None:

@@ -27,7 +27,7 @@ from ui import data, nav, source
 from ui.sweep_model import GAP_POINTS, Model, chart, model
 
 RUN_COLUMNS = [
-    "run", "status", "stop rule", "stop step", "steps used", "budget", "used/budget",
+    "run", "status", "stop rule", "stop step", "attempts", "steps used", "budget", "used/budget",
     "last score", "last gap", "open", "pair view", "role", "seed", "codec", "correction",
     "error",
 ]  # fmt: skip
@@ -115,6 +115,13 @@ def runs_section(m: Model) -> None:
         column_order=RUN_COLUMNS,
         column_config={
             "id": st.column_config.NumberColumn("id", width="small"),
+            "attempts": st.column_config.NumberColumn(
+                "attempts",
+                format="%d",
+                width="small",
+                help="times the trial's trainer was started (a retry after its node was "
+                "lost, a --resume)",
+            ),
             "used/budget": st.column_config.ProgressColumn(
                 "used/budget", min_value=0.0, max_value=1.0, format="percent"
             ),

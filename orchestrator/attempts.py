@@ -1,0 +1,117 @@
+"""Trials that lose their process: Tune's retry, and what each new attempt takes up.
+
+A sweep's trial runs in a Ray actor. When its node dies (preempted, its raylet killed),
+Ray Tune starts the trial again on a node that is still there, up to the sweep config's
+``max_failures`` times. What a new attempt takes up:
+
+- a built-in trial goes on from its newest Tune checkpoint (``trainable`` asks
+  ``tune.get_checkpoint()``): the Recorder drops what the store holds after that
+  checkpoint's step (:func:`resumes_after`), and the Monitor rebuilds the rules' state
+  from the stored steps before the first step the attempt reports, as ``--resume`` does;
+- a command trial starts its trainer again from step 1 (``orchestrator.command``), so
+  the store drops all of the earlier attempt's steps and the rules start over.
+
+So the store ends with each step once whatever the number of attempts (writes are keyed
+by run and step besides). Each start is counted in the run's ``attempts``.
+
+An error the trial raises itself is not retried, since it would recur (Tune retries
+every failure alike): :func:`marking_errors` wraps the trainable so that such an error is
+first reported in a result under ``ERROR_KEY``, and :class:`Retries` (a Tune callback on
+the driver) then sets that trial's ``max_failures`` to 0 before the error reaches Tune.
+A lost process raises nothing in the trial, so only it is retried.
+
+Not here: the retry itself (Ray Tune's ``FailureConfig``, set in ``orchestrator.sweep``).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any
+
+from ray.tune import Callback
+
+from orchestrator.console import console
+from orchestrator.placement import placement_of
+from orchestrator.trainable import STEP_KEY, TRIAL_KEY
+
+ERROR_KEY = "gw_error"
+"""Result key: the trial's own code raised (the error's type); do not retry it."""
+
+
+def marking_errors(train_fn: Callable[[dict[str, Any]], None]) -> Callable[[dict[str, Any]], None]:
+    """``train_fn`` that reports ``ERROR_KEY`` before re-raising an error of its own."""
+
+    @functools.wraps(train_fn)
+    def marked(config: dict[str, Any]) -> None:
+        from ray import tune
+
+        try:
+            train_fn(config)
+        except Exception as exc:  # a Tune stop ends the thread with SystemExit: not here
+            key = str(config["spec"]["trial_key"])
+            tune.report({TRIAL_KEY: key, ERROR_KEY: type(exc).__name__})
+            raise
+
+    return marked
+
+
+def resumes_after(trial: Any) -> int | None:
+    """The step a (re)started Tune trial goes on after: its newest Tune checkpoint's
+    (a retry), else the checkpoint ``--resume`` gave it; None: it starts from step 1."""
+    latest = trial.latest_checkpoint_result
+    if latest is not None and STEP_KEY in (latest.metrics or {}):
+        return int(latest.metrics[STEP_KEY])
+    restore = trial.config["spec"].get("restore")
+    return None if restore is None else int(restore["step"])
+
+
+class Retries(Callback):
+    """Keeps Tune from retrying a trial's own errors, says when a trial starts again, and
+    checks that a built-in trial's attempt goes on where it should (the step after its
+    checkpoint, or step 1): one that does not is said, as its steps between are missing."""
+
+    def __init__(self) -> None:
+        self._first: dict[str, int] = {}
+        """Built-in trial key -> the step its running attempt should report first."""
+
+    def on_trial_start(self, iteration: int, trials: list[Any], trial: Any, **info: Any) -> None:
+        spec = trial.config["spec"]
+        if spec.get("command") is None:  # a command's log may begin past step 1
+            after = resumes_after(trial)
+            self._first[str(spec["trial_key"])] = 1 if after is None else after + 1
+
+    def on_trial_result(
+        self, iteration: int, trials: list[Any], trial: Any, result: dict[str, Any], **info: Any
+    ) -> None:
+        if ERROR_KEY in result:
+            # Trial.should_recover() compares its failures with this, once the error lands
+            trial.max_failures = 0
+        key = str(result.get(TRIAL_KEY))
+        if STEP_KEY in result and key in self._first:
+            want, got = self._first.pop(key), int(result[STEP_KEY])
+            if got != want:
+                console().print(
+                    f"warning: {key} went on at step {got}, not at step {want} where this "
+                    "attempt should: its stored steps between may be missing",
+                    markup=False,
+                )
+
+    def on_trial_recover(self, iteration: int, trials: list[Any], trial: Any, **info: Any) -> None:
+        key = trial.config["spec"]["trial_key"]
+        failures = int(trial.run_metadata.num_failures)
+        after = resumes_after(trial)
+        where = "step 1" if after is None else f"its checkpoint after step {after}"
+        console().print(
+            f"retry {key}: its process was lost; starting it again from {where} on a node "
+            f"still up (retry {failures} of at most {trial.max_failures})",
+            markup=False,
+        )
+
+
+def new_attempt(result: dict[str, Any]) -> str | None:
+    """The trial key of a result that opens an attempt (its placement report), or None."""
+    if placement_of(result) is None:
+        return None
+    key = result.get(TRIAL_KEY)
+    return None if key is None else str(key)

@@ -1,0 +1,190 @@
+"""A node lost mid-sweep: its trials go on from their checkpoints on the node still up.
+
+A real two-node Ray cluster on this machine (``ray start --head`` and a second ``ray
+start --address``, two CPUs each, as in ``test_gpu_scheduling``) runs a sweep of four
+one-CPU trials with ``gapwatch sweep --address``: two on each node. Once both trials on
+the second node have stored a checkpoint, its raylet and its Ray workers get SIGKILL
+(nothing else: a command trainer they started must go by itself). Then:
+
+- built-in trials: the lost node's trials are started again by Tune on the head, from
+  their newest checkpoint, and the sweep completes with every run's steps 1..N stored
+  exactly once; the moved runs record 2 attempts, the others 1; the driver said which
+  trials it started again;
+- command trials: the lost node's trainers are gone within seconds (their parent-death
+  signal), and their trials, started again from step 1, also end with steps 1..N once.
+
+The head's GCS is told to notice a dead node in about 3 s (``RAY_health_check_*``; Ray's
+defaults take up to 30 s), so each case fits in about a minute.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from store import StoreError, open_store
+from store.rows import RunRow
+
+from .procs import BIN, Cluster, cmdline, descendants, two_nodes
+
+pytestmark = pytest.mark.slow
+
+# A trainer stand-in for command trials: a step every 0.25 s up to N, named by a marker
+TRAINER = """
+import json, sys, time
+log, n = sys.argv[1], int(sys.argv[2])
+with open(log, "a") as f:
+    for s in range(1, n + 1):
+        f.write(json.dumps({"step": s, "critic/score/mean": 0.5}) + "\\n")
+        f.flush()
+        time.sleep(0.25)
+"""
+
+
+def _driver(cl: Cluster, tmp: Path, cfg: dict[str, Any]) -> tuple[subprocess.Popen[str], str]:
+    path = tmp / f"{cfg['name']}.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    url = f"sqlite:///{tmp}/{cfg['name']}.db"
+    proc = subprocess.Popen(
+        [str(BIN / "gapwatch"), "sweep", str(path), "--db", url, "--address", cl.address],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=tmp,
+        start_new_session=True, env={**os.environ, "RAY_ADDRESS": ""},
+    )  # fmt: skip
+    return proc, url
+
+
+def _head_node_id(runs: list[RunRow], cl: Cluster) -> str | None:
+    """The head's Ray node id, told by a running trial's worker pid (not below the
+    second node's ``ray start``)."""
+    below = set(descendants(cl.nodes[1].pid))
+    for r in runs:
+        where = r.config.get("placement")
+        running = isinstance(where, dict) and r.status == "running"
+        if running and where["pid"] not in below and cmdline(int(where["pid"])):  # type: ignore[index]
+            return str(where["node_id"])  # type: ignore[index]
+    return None
+
+
+def _wait_to_kill(
+    proc: subprocess.Popen[str], url: str, cl: Cluster, ready: Any, within: float = 120
+) -> list[RunRow]:
+    """Poll the store until ``ready(runs on the second node)``; those runs."""
+    deadline = time.monotonic() + within
+    st = None
+    while True:
+        assert proc.poll() is None, f"the sweep ended before the kill:\n{proc.stdout.read()}"  # type: ignore[union-attr]
+        assert time.monotonic() < deadline, f"the second node's trials not ready in {within} s"
+        try:
+            st = st or open_store(url, read_only=True)
+            runs = st.runs()
+        except StoreError:  # being created this moment
+            time.sleep(0.3)
+            continue
+        below = set(descendants(cl.nodes[1].pid))
+        there = [
+            r for r in runs
+            if r.status == "running" and isinstance(where := r.config.get("placement"), dict)
+            and where["pid"] in below
+        ]  # fmt: skip
+        if len(there) == 2 and ready(there):
+            return there
+        time.sleep(0.2)
+
+
+def _finish(proc: subprocess.Popen[str], within: float = 150) -> str:
+    try:
+        out, _ = proc.communicate(timeout=within)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 0, out[-4000:]
+    assert "Traceback" not in out, out[-4000:]
+    return out
+
+
+def _each_step_once(url: str, steps: int) -> list[RunRow]:
+    st = open_store(url)
+    runs = st.runs()
+    assert len(runs) == 4
+    for r in runs:
+        assert r.status == "completed", (r.trial_id, r.status, r.error)
+        got = [h["step"] for h in st.history(r.id)]
+        assert got == list(range(1, steps + 1)), (r.trial_id, got)
+    return runs
+
+
+def test_a_lost_node_s_trials_go_on_from_their_checkpoints(tmp_path: Path) -> None:
+    steps = 24
+    cfg = {
+        "name": "lost-node", "env": "mul", "seeds": [0], "steps": steps,
+        "tasks_per_step": 2, "group_size": 2, "checkpoint_every": 3,
+        "compression": [{"codec": "quant", "bits": [2, 3, 4]}], "correction": ["none"],
+        "stopping": False, "resources": {"cpus": 1},
+    }  # fmt: skip
+    with two_nodes(tmp_path) as cl:
+        proc, url = _driver(cl, tmp_path, cfg)
+        try:
+            # both trials there have a checkpoint and steps still to run
+            moved = _wait_to_kill(
+                proc, url, cl, lambda rs: all((r.checkpoint_step or 0) >= 3 for r in rs)
+            )
+            st = open_store(url, read_only=True)
+            head = _head_node_id(st.runs(), cl)
+            assert cl.kill_second_node(), "nothing to kill on the second node"
+            out = _finish(proc)
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+    runs = _each_step_once(url, steps)
+    assert "went on at step" not in out, out[-3000:]
+    keys = {r.trial_id for r in moved}
+    for r in runs:
+        assert r.attempts == (2 if r.trial_id in keys else 1), (r.trial_id, r.attempts)
+        if r.trial_id in keys:
+            # it went on from a checkpoint (the step its attempt reported first says so)
+            said = f"retry {r.trial_id}: its process was lost; starting it again from its "
+            assert said + "checkpoint after step" in out, out[-3000:]
+            if head is not None:  # ended on the node still up
+                assert r.config["placement"]["node_id"] == head, r.config["placement"]
+
+
+def test_a_lost_node_s_command_trainers_are_gone_and_their_trials_rerun(tmp_path: Path) -> None:
+    steps = 40
+    marker = f"lost-node-trainer-{os.getpid()}"
+    (tmp_path / "trainer.py").write_text(TRAINER)
+    cfg = {
+        "name": "lost-node-cmd", "seeds": [0], "steps": steps,
+        "compression": [{"codec": "fake", "level": [1, 2, 3]}], "correction": ["none"],
+        "stopping": False, "resources": {"cpus": 1},
+        "worker": {"command": ["{python}", "{workdir}/trainer.py", "{trial_dir}/m.jsonl",
+                               str(steps), marker], "log": "{trial_dir}/m.jsonl", "grace": 2},
+    }  # fmt: skip
+    with two_nodes(tmp_path) as cl:
+        proc, url = _driver(cl, tmp_path, cfg)
+        try:
+            _wait_to_kill(proc, url, cl, lambda rs: all((r.last_step or 0) >= 5 for r in rs))
+            below = descendants(cl.nodes[1].pid)
+            trainers = [p for p in below if marker in cmdline(p)]
+            assert len(trainers) == 2, [cmdline(p) for p in below]
+            cl.kill_second_node(keep=marker)  # the trainers are left to go by themselves
+            t0 = time.monotonic()
+            while any(cmdline(p) for p in trainers) and time.monotonic() - t0 < 10:
+                time.sleep(0.1)
+            assert not any(cmdline(p) for p in trainers), "a trainer outlived its lost node"
+            out = _finish(proc)
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+    runs = _each_step_once(url, steps)
+    assert sorted(r.attempts or 0 for r in runs) == [1, 1, 2, 2], [
+        (r.trial_id, r.attempts) for r in runs
+    ]
+    assert out.count("its process was lost; starting it again from step 1") == 2, out[-3000:]
