@@ -11,6 +11,9 @@ slice label (``post_tool``: (B, T) or (B,) bool; None = every token is ``text``)
   slice as the JSON payload of docs/interfaces.md (workers report it, the store keeps it,
   the UI draws ECDFs from it).
 - :func:`sketches` -> the same as LogSketch objects (to merge across workers or steps).
+- :func:`drift` -> the same tails, ESS, mean log-ratio and sketches for another ratio
+  family (``names.RATIOS``): pi_theta / pi_ref against the frozen reference
+  (``ref_drift``), or the PPO ratio pi_new / pi_behaviour over the update (``ppo``).
 
 Definitions (``lr = logp_trainer - logp_sampler``, ``rho = exp(clamp(lr, +-20))``, means
 over the slice's valid tokens): gap ``|exp(logp_trainer) - exp(logp_sampler)|``; k1
@@ -39,7 +42,16 @@ from correction.inputs import Tensorish, as_bool, prepare
 from correction.sketch import LogSketch, bincount
 from correction.strategies import LOG_CLAMP
 
-__all__ = ["analyze", "by_turn", "distributions", "payloads", "sketches", "summarize", "TAIL_Q"]
+__all__ = [
+    "analyze",
+    "by_turn",
+    "distributions",
+    "drift",
+    "payloads",
+    "sketches",
+    "summarize",
+    "TAIL_Q",
+]
 
 TAIL_Q: dict[str, float] = {"p50": 0.50, "p95": 0.95, "p99": 0.99, "max": 1.0}
 """Quantile level of each tail name in ``correction.names.QUANTILES``."""
@@ -266,9 +278,68 @@ def distributions(
     return payloads(sk)
 
 
-def payloads(sk: dict[N.Slice, LogSketch]) -> dict[str, dict[str, Any]]:
-    """``{names.dist(slice): payload}`` from :func:`analyze`'s sketches (empty omitted)."""
-    return {N.dist(s): v.to_payload() for s, v in sk.items() if v.count > 0}
+def payloads(
+    sk: dict[N.Slice, LogSketch], ratio: N.Ratio = "mismatch"
+) -> dict[str, dict[str, Any]]:
+    """``{names.dist(slice, ratio): payload}`` from :func:`analyze`'s or :func:`drift`'s
+    sketches (empty omitted)."""
+    return {N.dist(s, ratio): v.to_payload() for s, v in sk.items() if v.count > 0}
+
+
+def drift(
+    logp_num: Tensorish,
+    logp_den: Tensorish,
+    mask: Tensorish | None = None,
+    *,
+    ratio: N.Ratio,
+    post_tool: Tensorish | None = None,
+    alpha: float = 0.01,
+) -> tuple[dict[str, float], dict[N.Slice, LogSketch]]:
+    """Tails, ESS and mean of ``lr = logp_num - logp_den`` per slice, for a ratio family.
+
+    Args:
+        logp_num: (B, T) log-probs of the ratio's numerator (pi_theta; pi_new).
+        logp_den: (B, T) of its denominator (pi_ref; pi_behaviour).
+        mask, post_tool, alpha: as in :func:`summarize`.
+        ratio: the family (``ref_drift`` or ``ppo``), which names the figures.
+
+    Returns ``(figures, {slice: LogSketch of |lr|})``. Figures: per slice
+    ``names.tail(slice, q, ratio)`` (p50/p95/p99/max of |lr| from the sketch),
+    ``names.ess(slice, ratio)`` (``(sum rho)^2 / (N sum rho^2)``, rho = exp(clamped lr)),
+    and the family's mean (``names.MEAN_OF[ratio]``: its name and the sign it takes of
+    mean(lr)) globally and per slice. Empty slices are omitted, as in :func:`summarize`.
+    """
+    if ratio not in N.MEAN_OF:
+        raise ValueError(f"drift ratio must be one of {', '.join(N.MEAN_OF)}, got {ratio!r}")
+    lt, ls, m = prepare(logp_num, logp_den, mask)
+    dt = lt.dtype
+    sl = _Slices(m, post_tool, dt)
+    lr = torch.where(m, lt - ls, 0.0)  # (B, T) log-ratio, 0 off-mask
+    absl = lr.abs()  # (B, T)
+    rho = torch.exp(lr.clamp(-LOG_CLAMP, LOG_CLAMP)).mul_(m.to(dt))  # (B, T) 0 off-mask
+    pack = torch.stack([sl.sums(lr), sl.sums(m.to(dt)), sl.sums(rho), sl.sq_sums(rho)])  # (4, 2)
+    vals = pack.to(torch.float64).cpu().numpy()
+    if np.isnan(vals).any():
+        raise ValueError("log-probabilities contain NaN on valid tokens; pass finite log-probs")
+    mean_name, sign = N.MEAN_OF[ratio]
+    out: dict[str, float] = {}
+    n_all = vals[1].sum()
+    if n_all > 0:
+        out[mean_name] = float(sign * vals[0].sum() / n_all)
+    for i, s in enumerate(N.SLICES):
+        lr_sum, ntok, rho_sum, rho2_sum = vals[:, i]
+        if ntok <= 0:
+            continue
+        out[N.sliced(mean_name, s)] = float(sign * lr_sum / ntok)
+        out[N.ess(s, ratio)] = float(rho_sum * rho_sum / (ntok * rho2_sum)) if rho2_sum > 0 else 0.0
+    sk = _sketches_from(absl, m, sl, alpha)
+    for s2, sketch in sk.items():
+        if sketch.count == 0:
+            continue
+        qs = sketch.quantiles([TAIL_Q[q] for q in N.QUANTILES])
+        for q, val in zip(N.QUANTILES, qs, strict=True):
+            out[N.tail(s2, q, ratio)] = val
+    return out, sk
 
 
 def _sketches_from(

@@ -18,6 +18,21 @@ Slice = Literal["text", "post_tool"]
 SLICES: Final[tuple[Slice, ...]] = ("text", "post_tool")
 QUANTILES: Final[tuple[str, ...]] = ("p50", "p95", "p99", "max")
 
+Ratio = Literal["mismatch", "ref_drift", "ppo"]
+RATIOS: Final[tuple[Ratio, ...]] = ("mismatch", "ref_drift", "ppo")
+"""The per-token ratio families whose tails, ESS and distributions are sliced:
+
+- ``mismatch``: pi_trainer / pi_sampler, the train-inference gap (the tails' and ESS's
+  unprefixed names, ``tail/abs_log_ratio/...``, ``ess/...``);
+- ``ref_drift``: pi_theta / pi_ref, the policy before the step's update (trainer forward)
+  against the frozen initial policy through the same forward: how far training has
+  moved it (the TRL Post-Training Toolkit's post-tool drift tails);
+- ``ppo``: pi_new / pi_behaviour, the ratio the PPO-clip loss sees over the update: the
+  policy at each minibatch's forward over the ratio's denominator (``old_logprobs``: the
+  sampler's or the trainer's log-probs before the update), pooled over the minibatches.
+"""
+_FAMILY: Final[dict[str, str]] = {"mismatch": "", "ref_drift": "ref_drift/", "ppo": "ppo/"}
+
 # --- task score and advantages (verl: critic/*) ---------------------------------------
 SCORE_MEAN: Final = "critic/score/mean"
 SCORE_STD: Final = "critic/score/std"
@@ -35,6 +50,9 @@ RESPONSE_LENGTH_MEAN: Final = "response_length/mean"
 RESPONSE_LENGTH_MAX: Final = "response_length/max"
 CLIP_RATIO: Final = "response_length/clip_ratio"
 """Fraction of interactions cut at the per-interaction token budget."""
+POST_TOOL_TOKEN_FRAC: Final = "response_length/post_tool_token_frac"
+"""Share of the step's emitted tokens written after a tool result (the post-tool slice):
+how much of the batch the post-tool figures speak for."""
 RESPONSE_BUDGET: Final = "response_length/budget"
 """The per-interaction token budget itself (constant per run; lets the UI draw it)."""
 
@@ -87,6 +105,20 @@ ENTROPY: Final = "actor/entropy"
 GRAD_NORM: Final = "actor/grad_norm"
 KL_TO_REF: Final = "actor/kl_to_ref"
 PG_CLIPFRAC: Final = "actor/pg_clipfrac"
+REF_LOG_RATIO_MEAN: Final = "actor/ref_log_ratio_mean"
+"""Mean over emitted tokens of log pi_theta - log pi_ref (the ``ref_drift`` family; the
+k1 estimate of KL(pi_theta || pi_ref) on the sampled tokens). Per slice with
+:func:`sliced`. Beside it, ``actor/kl_to_ref`` is the k3 anchor's value in the loss."""
+PPO_KL: Final = "actor/ppo_kl"
+"""verl: mean over the update's tokens of log pi_behaviour - log pi_new (the ``ppo``
+family's mean log-ratio, sign flipped as verl logs it). Per slice with :func:`sliced`."""
+
+MEAN_OF: Final[dict[str, tuple[str, float]]] = {
+    "ref_drift": (REF_LOG_RATIO_MEAN, 1.0),
+    "ppo": (PPO_KL, -1.0),
+}
+"""Per drift family: the name of its mean figure and the sign it takes of the mean
+log-ratio (the mismatch family's mean is ``rollout_corr/kl``, already reported)."""
 
 # --- timing ---------------------------------------------------------------------------
 STEP_TIME: Final = "perf/step_time_s"
@@ -119,18 +151,29 @@ def sliced(name: str, slice_: Slice) -> str:
     return f"{name}/{slice_}"
 
 
-def tail(slice_: Slice, q: str) -> str:
-    """Quantile ``q`` (p50, p95, p99, max) of |log-ratio| on ``slice_``."""
+def _family(ratio: str) -> str:
+    if ratio not in _FAMILY:
+        raise ValueError(f"unknown ratio {ratio!r}; valid: {', '.join(RATIOS)}")
+    return _FAMILY[ratio]
+
+
+def tail(slice_: Slice, q: str, ratio: Ratio = "mismatch") -> str:
+    """Quantile ``q`` (p50, p95, p99, max) of |log-ratio| of family ``ratio`` on ``slice_``:
+    ``tail/abs_log_ratio/post_tool/p95`` (mismatch), ``tail/ref_drift/abs_log_ratio/...``,
+    ``tail/ppo/abs_log_ratio/...``."""
     if q not in QUANTILES:
         raise ValueError(f"unknown quantile {q!r}; valid: {', '.join(QUANTILES)}")
-    return f"tail/abs_log_ratio/{slice_}/{q}"
+    return f"tail/{_family(ratio)}abs_log_ratio/{slice_}/{q}"
 
 
-def ess(slice_: Slice) -> str:
-    """Effective sample size (a fraction in (0, 1]) of the importance weights on ``slice_``."""
-    return f"ess/{slice_}"
+def ess(slice_: Slice, ratio: Ratio = "mismatch") -> str:
+    """Effective sample size (a fraction in (0, 1]) of the ratios of family ``ratio`` on
+    ``slice_``: ``ess/post_tool`` (mismatch: the importance weights), ``ess/ref_drift/...``,
+    ``ess/ppo/...``."""
+    return f"ess/{_family(ratio)}{slice_}"
 
 
-def dist(slice_: Slice) -> str:
-    """Name of the stored histogram of |log-ratio| on ``slice_`` (for ECDFs)."""
-    return f"dist/abs_log_ratio/{slice_}"
+def dist(slice_: Slice, ratio: Ratio = "mismatch") -> str:
+    """Name of the stored histogram of |log-ratio| of family ``ratio`` on ``slice_`` (for
+    ECDFs): ``dist/abs_log_ratio/post_tool``, ``dist/ref_drift/abs_log_ratio/...``."""
+    return f"dist/{_family(ratio)}abs_log_ratio/{slice_}"

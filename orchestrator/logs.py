@@ -255,14 +255,15 @@ def read_log(path: Path | str, fmt: str = "auto", options: ReadOptions | None = 
 
 def gapwatch_names() -> set[str]:
     """Every metric name gapwatch knows (``correction.names``: its constants, and the
-    per-slice, per-quantile and per-turn names built from them)."""
+    per-slice, per-quantile, per-ratio and per-turn names built from them)."""
     from correction import names as N
 
     base = {v for k, v in vars(N).items() if k.isupper() and isinstance(v, str) and "/" in v}
     out = set(base)
     for sl in N.SLICES:
-        out.update(N.tail(sl, q) for q in N.QUANTILES)
-        out.add(N.ess(sl))
+        for r in N.RATIOS:
+            out.update(N.tail(sl, q, r) for q in N.QUANTILES)
+            out.add(N.ess(sl, r))
         out.update(N.sliced(n, sl) for n in base)
     for fig in N.TURN_FIGURES:
         out.update(N.by_turn(fig, b) for b in N.TURN_BUCKETS)

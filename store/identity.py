@@ -61,6 +61,7 @@ NOT_SHARED: Final = frozenset(
         "num_threads",
         "device",
         "placement",
+        "drift_reference",
     }
 )
 """Config keys a treatment may differ from its control in (the arms of a pair, and where

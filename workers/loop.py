@@ -7,13 +7,16 @@ Per step:
 1. draw ``tasks_per_step`` tasks; play ``group_size`` trajectories of each with the SAMPLER
    (dense weights, ``sampler_dtype``); every interaction is one training row;
 2. one no-grad pass of the TRAINER (its compressed forward) and of the frozen reference
-   (the initial policy, same forward) over each trajectory: old log-probs and entropy;
+   (the initial policy, same forward; kept when ``kl_coef`` > 0 or ``drift_reference``)
+   over each trajectory: old log-probs and entropy;
 3. gap diagnostics per slice (``correction.diagnostics``) and correction weights
-   (``correction.strategies``) from trainer vs sampler log-probs;
+   (``correction.strategies``) from trainer vs sampler log-probs; drift diagnostics of
+   trainer vs reference (``ref_drift``);
 4. group-relative advantages ``(r - mean) / (std + eps)`` per task, broadcast to every row
    of the trajectory;
 5. ``minibatches`` AdamW steps on the PPO-clip loss times the correction weights plus the
-   k3 KL anchor, token-mean over the minibatch; then sync the sampler's weights.
+   k3 KL anchor, token-mean over the minibatch; the PPO ratio each minibatch saw is
+   sliced like the gap (``ppo``); then sync the sampler's weights.
 
 Deliberately left out: multiple PPO epochs, value functions, reward models, distributed
 training, I/O (the caller writes ``StepResult``s to the store), stop rules (the caller's).
@@ -51,7 +54,7 @@ class StepResult:
     metrics: dict[str, float]
     """Figures keyed by ``correction.names``."""
     distributions: dict[str, dict[str, Any]]
-    """Per-slice |log-ratio| histogram payloads keyed by ``names.dist(slice)``."""
+    """Per-slice |log-ratio| histogram payloads keyed by ``names.dist(slice, ratio)``."""
 
 
 @dataclass
@@ -179,6 +182,8 @@ def episode_metrics(trajs: list[Trajectory], cfg: RunConfig) -> dict[str, float]
         N.SCORE_GROUP_STD: groups.std(dim=1).mean().item(),
         N.RESPONSE_LENGTH_MEAN: lengths.mean().item(),
         N.RESPONSE_LENGTH_MAX: lengths.max().item(),
+        N.POST_TOOL_TOKEN_FRAC: sum(r.length for r in rows if r.post_tool)
+        / max(1.0, lengths.sum().item()),
         N.CLIP_RATIO: sum(row.truncated for row in rows) / len(rows),
         N.RESPONSE_BUDGET: float(cfg.token_budget),
         N.NUM_TURNS: sum(len(t.rows) for t in trajs) / len(trajs),
@@ -195,7 +200,7 @@ class Trainer:
         self.cfg, self.model, self.pad = cfg, model, pad
         self.device = torch.device(cfg.device)
         self.ref: nn.Module | None = None
-        if cfg.kl_coef > 0:
+        if cfg.kl_coef > 0 or cfg.drift_reference:
             self.ref = copy.deepcopy(model).eval()
             for p in self.ref.parameters():
                 p.requires_grad_(False)
@@ -233,10 +238,16 @@ class Trainer:
         metrics, sketches = diagnostics.analyze(old, ls, m, post_tool=rows.post_tool)
         dists = diagnostics.payloads(sketches)
         metrics.update(diagnostics.by_turn(old, ls, m, rows.turn))  # which round diverges
+        if ref is not None:  # how far training has moved the policy from the reference
+            figs, sk = diagnostics.drift(old, ref, m, ratio="ref_drift", post_tool=rows.post_tool)
+            metrics.update(figs)
+            dists.update(diagnostics.payloads(sk, "ref_drift"))
+        anchor = ref if cfg.kl_coef > 0 else None  # a diagnostics-only reference: no loss
         weights, corr = self.correct(old, ls, m)  # (R, L) detached
         metrics.update(corr)
         metrics[N.ENTROPY] = (ent[m].mean()).item()
         base = old if cfg.old_logprobs == "trainer" else ls  # (R, L) PPO ratio denominator
+        ppo_lr = torch.zeros_like(ls)  # (R, L) log(pi_new / pi_behaviour) as the loss saw it
 
         self.model.train()
         order = torch.randperm(len(trajs), generator=gen)
@@ -246,7 +257,7 @@ class Trainer:
             n_tok = m[torch.isin(rows.traj, chunk)].sum().clamp_min(1)  # tokens in the minibatch
             self.opt.zero_grad(set_to_none=True)
             for micro in chunk.split(cfg.micro_batch or len(chunk)):  # gradient accumulation
-                part = self.micro_loss(trajs, rows, micro, base, weights, ref, n_tok)
+                part = self.micro_loss(trajs, rows, micro, base, weights, anchor, n_tok, ppo_lr)
                 for k, v in part.items():
                     sums[k] += v / cfg.minibatches
             gn = nn.utils.clip_grad_norm_(self.model.parameters(), max_norm)
@@ -255,8 +266,12 @@ class Trainer:
         metrics.update(
             {N.PG_LOSS: sums["pg"], N.PG_CLIPFRAC: sums["clip"], N.GRAD_NORM: sums["gn"]}
         )
-        if ref is not None:
+        if anchor is not None:
             metrics[N.KL_TO_REF] = sums["kl"]
+        figs, sk = diagnostics.drift(ppo_lr, torch.zeros_like(ppo_lr), m, ratio="ppo",
+                                     post_tool=rows.post_tool)  # fmt: skip
+        metrics.update(figs)
+        dists.update(diagnostics.payloads(sk, "ppo"))
         return metrics, dists
 
     def micro_loss(
@@ -268,9 +283,11 @@ class Trainer:
         weights: torch.Tensor,
         ref: torch.Tensor | None,
         n_tok: torch.Tensor,
+        ppo_lr: torch.Tensor,
     ) -> dict[str, float]:
         """Backward of (PPO-clip x weights + kl_coef x k3) over the rows of ``micro``'s
-        trajectories, token sums divided by the minibatch's ``n_tok``; returns its parts."""
+        trajectories, token sums divided by the minibatch's ``n_tok``; returns its parts
+        and writes the PPO log-ratio of those rows into ``ppo_lr`` (R, L)."""
         cfg, dev = self.cfg, self.device
         sel = torch.isin(rows.traj, micro)  # (R,) rows of these trajectories
         sub = subset(rows, sel)
@@ -287,6 +304,7 @@ class Trainer:
         new = at_rows(new_full, sub, local[sub.traj].to(dev))  # (r, L)
         mk = sub.mask.to(dev)
         ratio = torch.exp(new - base[sel].to(dev))  # (r, L)
+        ppo_lr[sel] = torch.where(mk, new - base[sel].to(dev), 0.0).detach().cpu()
         adv = sub.adv.to(dev)[:, None]  # (r, 1)
         clipped = ratio.clamp(1 - cfg.clip_eps, 1 + cfg.clip_eps)
         pg = -torch.minimum(ratio * adv, clipped * adv) * weights[sel].to(dev)  # (r, L)

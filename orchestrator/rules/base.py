@@ -110,7 +110,8 @@ def get(name: str, **params: Any) -> Rule:
 
 
 def alternatives(name: str) -> tuple[frozenset[str], ...]:
-    """The metric sets that can feed rule ``name``: any one set, fully present, suffices."""
+    """The metric sets that can feed rule ``name`` with its default settings: any one set,
+    fully present, suffices (a configured rule's own: :meth:`Rule.sources`)."""
     return _cls(name).feeds
 
 
@@ -219,17 +220,23 @@ class Rule:
     decides at steps after ``grace`` (steps are the trainer's own numbers, whatever the
     logging interval; a log logged every 5th step has no row inside a grace of 2)."""
 
+    def sources(self) -> tuple[frozenset[str], ...]:
+        """The metric sets that can feed this rule as configured: ``feeds``, unless a
+        setting picks other figures (e.g. a ``ratio:`` family)."""
+        return self.feeds
+
     def reads(self, row: Row) -> bool:
-        """Whether ``row`` holds a figure this rule reads (any name of its ``feeds``, NaN
-        and strings included). A row without one is passed over: the rule neither counts
-        it nor ends a streak with it, so a figure logged at every other row (or only at
-        some steps) is judged over the steps it was logged at."""
-        return not self.feeds or any(n in row for alt in self.feeds for n in alt)
+        """Whether ``row`` holds a figure this rule reads (any name of its ``sources()``,
+        NaN and strings included). A row without one is passed over: the rule neither
+        counts it nor ends a streak with it, so a figure logged at every other row (or only
+        at some steps) is judged over the steps it was logged at."""
+        feeds = self.sources()
+        return not feeds or any(n in row for alt in feeds for n in alt)
 
     def can_feed(self, available: Iterable[str]) -> bool:
         """Whether a log holding the metric names ``available`` can feed this rule."""
         have = set(available)
-        return any(alt <= have for alt in self.feeds)
+        return any(alt <= have for alt in self.sources())
 
     def params(self) -> dict[str, Any]:
         """The rule's thresholds as a plain dict (for display and the store)."""

@@ -21,7 +21,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from pydantic import Field
+from pydantic import Field, field_validator
 from pydantic.dataclasses import dataclass as checked
 
 from correction import names as N
@@ -39,7 +39,7 @@ from orchestrator.rules.base import (
     register,
     value,
 )
-from workers.validation import Float, Int
+from workers.validation import Float, Int, check_name
 
 
 def spread(row: Row) -> float | None:
@@ -790,6 +790,14 @@ class PostToolTailGrowth(Rule):
 
     feeds = (frozenset({N.tail("post_tool", "p95"), N.tail("text", "p95")}),)
 
+    ratio: N.Ratio = "mismatch"
+    """Which ratio's tails are read (``correction.names.RATIOS``): ``mismatch`` (pi_trainer
+    / pi_sampler, the default, on which the thresholds below were calibrated), ``ref_drift``
+    (pi_theta / pi_ref, the policy against the frozen reference: the tails the TRL
+    diagnostics describe) or ``ppo`` (pi_new / pi_behaviour over the update). The drift
+    families have not been calibrated here: ``ref_drift`` is exactly 0 at step 1 (floored
+    at ``min_tail``) and grows in healthy runs too, so read its stops as warnings until a
+    benchmark says otherwise."""
     factor: Float = Field(default=3.0, gt=1)
     """DESIGN.md: instability first shows as the post-tool p95 stretching while text-only
     tails stay flat. Measured on the ground truth (bench/calibrate_rules.md), it does not
@@ -814,6 +822,17 @@ class PostToolTailGrowth(Rule):
     """Trainer steps the growth must hold."""
     grace: Int = Field(default=3, ge=0)
 
+    @field_validator("ratio", mode="before")
+    @classmethod
+    def _ratio(cls, v: Any) -> Any:
+        return check_name("ratio", v, N.RATIOS)
+
+    def sources(self) -> tuple[frozenset[str], ...]:
+        return (frozenset({self._p95("post_tool"), self._p95("text")}),)
+
+    def _p95(self, slice_: N.Slice) -> str:
+        return N.tail(slice_, "p95", self.ratio)
+
     def start(self) -> TailState:
         return TailState()
 
@@ -822,7 +841,7 @@ class PostToolTailGrowth(Rule):
         return max(statistics.median(vals), self.min_tail) if vals else None
 
     def update(self, state: TailState, row: Row, control: ControlView, step: int) -> None:
-        p95s = (value(row, N.tail("post_tool", "p95")), value(row, N.tail("text", "p95")))
+        p95s = (value(row, self._p95("post_tool")), value(row, self._p95("text")))
         first = state.first_step if state.first_step is not None else step
         ends = first + self.baseline_steps  # the first step after the baseline
         if step < ends:
@@ -863,6 +882,8 @@ class PostToolTailGrowth(Rule):
         if state.n < self.k:
             return self._go_on(step)
         ev: Evidence = {**(state.growth or {}), "factor": self.factor, "window": self.window}
+        if self.ratio != "mismatch":  # the tails' family, where not the default one
+            ev["ratio"] = self.ratio
         # the streak is reported up to k: the steps the decision needed
         return Decision("stop", self.name, step, {**ev, "k": self.k, "streak": self.k})
 
@@ -884,6 +905,12 @@ class EssCollapse(StreakRule):
 
     feeds = (frozenset({N.ess("post_tool")}), frozenset({N.IS_ESS}))
 
+    ratio: N.Ratio = "mismatch"
+    """Whose ESS is read (``correction.names.RATIOS``): ``mismatch`` (the importance
+    weights pi_trainer / pi_sampler, the default, calibrated; verl's whole-batch ESS where
+    a log lacks the post-tool one), ``ref_drift`` (pi_theta / pi_ref) or ``ppo`` (pi_new /
+    pi_behaviour over the update); the drift families read only their post-tool ESS and
+    have not been calibrated here."""
     floor: Float = Field(default=0.05, gt=0, le=1)
     """DESIGN.md: the ESS of the importance weights falls as the post-tool tail stretches.
     Measured on the ground truth (bench/calibrate_rules.md): the lowest post-tool ESS
@@ -904,11 +931,24 @@ class EssCollapse(StreakRule):
     """Calibration (k in 2, 3, 5): 2."""
     grace: Int = Field(default=3, ge=0)
 
+    @field_validator("ratio", mode="before")
+    @classmethod
+    def _ratio(cls, v: Any) -> Any:
+        return check_name("ratio", v, N.RATIOS)
+
+    def sources(self) -> tuple[frozenset[str], ...]:
+        return tuple(frozenset({n}) for n in self._names())
+
+    def _names(self) -> tuple[str, ...]:
+        ratio = self.ratio
+        post = N.ess("post_tool", ratio)
+        return (post, N.IS_ESS) if ratio == "mismatch" else (post,)
+
     def start(self) -> EssState:
         return EssState()
 
     def _ess(self, row: Row) -> tuple[float, str] | None:
-        for nm in (N.ess("post_tool"), N.IS_ESS):
+        for nm in self._names():
             v = value(row, nm)
             if v is not None:
                 return v, nm
@@ -936,7 +976,7 @@ class EssCollapse(StreakRule):
             ev["baseline"] = statistics.median(state.early)
         e = self._ess(row)
         ess, src = e if e is not None else (0.0, "")
-        ev.update({"ess": ess, "metric": src, "floor": self.floor})
+        ev.update({"ess": ess, "metric": src, "floor": self.floor})  # metric: the family
         return ev
 
 

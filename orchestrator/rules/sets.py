@@ -48,7 +48,7 @@ class RuleSet:
         got, ctl = set(have), None if have_control is None else set(have_control)
         out: dict[str, str] = {}
         for rule in self.rules:
-            lacks = " or ".join(" + ".join(sorted(alt)) for alt in rule.feeds)
+            lacks = " or ".join(" + ".join(sorted(alt)) for alt in rule.sources())
             if not rule.can_feed(got):
                 out[rule.name] = f"log lacks {lacks}"
             elif rule.control_only and ctl is None:

@@ -201,3 +201,51 @@ def test_gap_by_turn_buckets_rows_by_their_interaction_index() -> None:
     assert N.by_turn(N.ABS_LOG_RATIO_MEAN, "1") == "rollout_corr/abs_log_ratio_mean/turn_1"
     with pytest.raises(ValueError, match="turn must be"):
         diagnostics.by_turn(lt, ls, m, torch.tensor([1, 2]))
+
+
+def test_drift_families_hand_computed() -> None:
+    """``drift`` on the worked example: the same tails and ESS per slice as the mismatch
+    (the same log-ratios), under the family's names, and the family's mean with its sign."""
+    ap = pytest.approx
+    gap = diagnostics.summarize(LT, LS, MASK, post_tool=POST_ROW)
+    for ratio, sign in (("ref_drift", 1.0), ("ppo", -1.0)):
+        figs, sk = diagnostics.drift(LT, LS, MASK, ratio=ratio, post_tool=POST_ROW)
+        mean = N.MEAN_OF[ratio][0]
+        assert figs[mean] == ap(sign * -0.021072, abs=1e-6)  # k1 = mean(-lr)
+        assert figs[N.sliced(mean, "text")] == ap(sign * 0.060774, abs=1e-6)
+        assert figs[N.sliced(mean, "post_tool")] == ap(sign * -0.143841, abs=1e-6)
+        assert figs[N.ess("text", ratio)] == ap(0.635171, abs=1e-6)
+        assert figs[N.ess("post_tool", ratio)] == ap(0.582759, abs=1e-6)
+        for s in N.SLICES:
+            for q in N.QUANTILES:
+                assert figs[N.tail(s, q, ratio)] == gap[N.tail(s, q)]
+        named = diagnostics.payloads(sk, ratio)
+        assert set(named) == {N.dist(s, ratio) for s in N.SLICES}
+        plain = diagnostics.payloads(sk)
+        assert all(named[N.dist(s, ratio)] == plain[N.dist(s)] for s in N.SLICES)
+
+
+def test_drift_slices_apart_and_empty_slice_omitted() -> None:
+    """Post-tool tokens drifted, text tokens not: only the post-tool tails and ESS move;
+    with no post-tool token its figures are absent, never NaN."""
+    num = torch.zeros((4, 5), dtype=torch.float64)
+    num[2:, :] = torch.linspace(-2.0, 2.0, 10).view(2, 5)
+    post = torch.tensor([False, False, True, True])
+    figs, _ = diagnostics.drift(num, torch.zeros_like(num), ratio="ref_drift", post_tool=post)
+    assert figs[N.tail("text", "max", "ref_drift")] == 0.0
+    assert figs[N.ess("text", "ref_drift")] == 1.0
+    assert figs[N.tail("post_tool", "max", "ref_drift")] == pytest.approx(2.0, rel=0.01)
+    assert figs[N.ess("post_tool", "ref_drift")] < 0.7
+    only_text, _ = diagnostics.drift(num[:2], num[:2], ratio="ppo", post_tool=post[:2])
+    assert N.ess("post_tool", "ppo") not in only_text
+    assert not any(k.endswith("/post_tool") or "/post_tool/" in k for k in only_text)
+    assert all(math.isfinite(v) for v in only_text.values())
+
+
+def test_drift_refuses_the_mismatch_family_and_nan() -> None:
+    with pytest.raises(ValueError, match="drift ratio must be one of ref_drift, ppo"):
+        diagnostics.drift(LT, LS, MASK, ratio="mismatch")
+    bad = LT.clone()
+    bad[0, 0] = float("nan")
+    with pytest.raises(ValueError, match="NaN"):
+        diagnostics.drift(bad, LS, MASK, ratio="ppo")

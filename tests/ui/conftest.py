@@ -4,7 +4,7 @@
 treatment collapses and is stopped at step 6 by ``score_collapse`` (with a
 ``gap_vs_control`` warning at step 1); seed 2's ``q2 + icepop`` fails at step 3; seed 2's
 ``q2 + tis`` has NaN and inf values. Every run stores the figures the compare page draws
-and |log-ratio| distributions at every second step.
+and |log-ratio| distributions (every ratio family) at every second step.
 
 ``thresholds``: a correction-threshold sweep (``fill_thresholds``): three seeds, three
 corrections whose thresholds vary, runs stopped by different rules at nearby steps.
@@ -62,6 +62,11 @@ def _metrics(
         names.ess("text"): 0.9,
         names.ess("post_tool"): max(0.05, 0.9 - tail_growth * step * 0.1),
     }
+    for r, scale in (("ref_drift", 0.01 * step), ("ppo", gap)):  # the drift families
+        m[names.tail("text", "p95", r)] = 0.5 * scale
+        m[names.tail("post_tool", "p95", r)] = scale * (1 + tail_growth * step)
+        m[names.ess("text", r)] = 0.95
+        m[names.ess("post_tool", r)] = max(0.05, 0.95 - tail_growth * step * 0.1)
     for i, b in enumerate(names.TURN_BUCKETS):  # later turns diverge more
         m[names.by_turn(names.PROBS_DIFF_MEAN, b)] = gap * (1 + 0.5 * i)
     return m
@@ -104,10 +109,11 @@ def fill(url: str) -> Filled:
             dists = {}
             if step % 2 == 1 or step == last:
                 dists = {
-                    names.dist(s): _payload(
+                    names.dist(s, r): _payload(
                         gap * (1 + growth * step) * (2 if s == "post_tool" else 1)
                     )
                     for s in names.SLICES
+                    for r in names.RATIOS
                 }
             rows.append((step, m, dists))
         st.write_steps(rid, rows)

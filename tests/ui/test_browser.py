@@ -30,6 +30,11 @@ from tools.browser import (
     views,
 )
 from ui.launch import Server, running_server
+from ui.views.compare import ECDF_TITLES, FIGURES
+
+PAIR_VIEWS = len(FIGURES) + 1 + 2 * len(ECDF_TITLES)
+"""The compare page over runs with every figure: the figures, the gap by turn, and one ECDF
+per ratio family and slice."""
 
 # Without Chromium these skip on a developer's machine; CI sets GAPWATCH_REQUIRE_BROWSER=1
 # so a missing browser fails there instead of passing unseen.
@@ -92,7 +97,7 @@ def test_sweep_page(server: Server, filled: Any, page: Any, tmp_path: Path) -> N
 
 def test_pair_page(server: Server, filled: Any, page: Any, tmp_path: Path) -> None:
     pair = f"{filled.ids['t1_none']},{filled.ids['c1']}"
-    seconds = load(page, f"{server.url}/compare?runs={pair}", charts=1, views=9)
+    seconds = load(page, f"{server.url}/compare?runs={pair}", charts=1, views=PAIR_VIEWS)
     text = body_text(page)
     assert "#2 q2/none s1" in text and "#1 dense control s1" in text
     joined = svg_text(page)
@@ -114,10 +119,9 @@ def test_pair_page_draws_every_line_in_view(
     and no stop label lies over the plot. (A compressed run's gap near 0.7 on a log axis
     niced to 1 once ran along the top edge under the stop label and could not be seen.)
     """
-    from ui.views.compare import FIGURES
 
     pair = f"{filled.ids['t1_none']},{filled.ids['c1']}"
-    load(page, f"{server.url}/compare?runs={pair}&log={log}", charts=1, views=9)
+    load(page, f"{server.url}/compare?runs={pair}&log={log}", charts=1, views=PAIR_VIEWS)
     page.screenshot(path=str(tmp_path / f"pair-log{log}.png"), full_page=True)
     charts = {c["title"]: c for c in line_geometry(page)}
     assert set(charts) >= {f.title for f in FIGURES}, sorted(charts)
@@ -134,7 +138,12 @@ def test_pair_page_draws_every_line_in_view(
 
 
 def test_pair_page_log_scale_from_url(server: Server, filled: Any, page: Any) -> None:
-    load(page, f"{server.url}/compare?runs={filled.ids['c1']}&log=1&ecdf=3,9", charts=1, views=9)
+    load(
+        page,
+        f"{server.url}/compare?runs={filled.ids['c1']}&log=1&ecdf=3,9",
+        charts=1,
+        views=PAIR_VIEWS,
+    )
     toggle = page.locator("input[aria-label='log scale']")
     assert toggle.is_checked()
     assert "step 9" in svg_text(page)
@@ -153,7 +162,7 @@ def test_run_page(server: Server, filled: Any, page: Any, tmp_path: Path) -> Non
 def test_failed_and_nan_runs(server: Server, filled: Any, page: Any) -> None:
     load(page, f"{server.url}/run?run={filled.ids['t2_icepop']}", charts=2, tables=1)
     assert "this run failed: RuntimeError: worker died at step 3" in body_text(page)
-    load(page, f"{server.url}/compare?runs={filled.ids['t2_tis']}", charts=1, views=9)
+    load(page, f"{server.url}/compare?runs={filled.ids['t2_tis']}", charts=1, views=PAIR_VIEWS)
     assert "not finite" in body_text(page)
 
 
@@ -337,10 +346,10 @@ def test_stop_labels_never_overlap(
     keys = ["tis(C=1.5)", "tis(C=2)", "icepop(lo=0.5, hi=5)", "icepop(lo=0.8, hi=5)",
             "k3_rs(hi=0.001)", "control"]  # fmt: skip
     ids = ",".join(str(thresholds.ids[(k, 0)]) for k in keys)
-    load(page, f"{t_server.url}/compare?runs={ids}", charts=1, views=6)
+    load(page, f"{t_server.url}/compare?runs={ids}", charts=1, views=len(FIGURES))
     page.screenshot(path=str(tmp_path / "stops.png"), full_page=True)
     geo = [g for g in line_geometry(page) if "by turn" not in g["title"]]  # no step axis
-    assert len(geo) == 6
+    assert len(geo) == len(FIGURES)
     for g in geo:
         labels = g["stopLabels"]
         assert sorted(lab["text"] for lab in labels) == [

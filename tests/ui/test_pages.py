@@ -16,7 +16,7 @@ import ui
 from ui import data, source
 from ui.source import ENV_URL
 from ui.sweep_model import SPREAD_TITLE
-from ui.views.compare import ECDF_TITLE, FIGURES, TURN_TITLE
+from ui.views.compare import ECDF_TITLE, ECDF_TITLES, FIGURES, TURN_TITLE
 
 STEPS = 12  # as tests/ui/conftest.py writes
 Filled = Any
@@ -156,11 +156,14 @@ def test_compare_pair_draws_every_figure_and_ecdfs(
     at = render(monkeypatch, filled.url, "views/compare.py", runs=pair)
     no_exception(at)
     assert at.multiselect(key="pick_runs").value == [filled.ids["t1_none"], filled.ids["c1"]]
-    # one chart: six figures, the gap by turn, one ECDF view per slice
+    # one chart: every figure, the gap by turn, one ECDF view per ratio family and slice
     assert charts(at) == 1
     assert view_titles(at) == [f.title for f in FIGURES] + [TURN_TITLE] + [
-        ECDF_TITLE.format(s) for s in ("text", "post_tool")
+        ECDF_TITLES[r].format(s) for r in ECDF_TITLES for s in ("text", "post_tool")
     ]
+    assert ECDF_TITLES["mismatch"] == ECDF_TITLE
+    drift = {"p95 |log pi_theta/pi_ref|: post-tool vs text", "ESS of the PPO ratio per slice"}
+    assert drift <= {f.title for f in FIGURES}
     specs = chart_data(at)
     assert "score_collapse" in specs  # the stop rule's label on the stop rule line
     assert "interaction (turn) index" in specs and "5+" in specs  # the per-turn view
@@ -215,9 +218,10 @@ def test_run_page_shows_decisions_metrics_config(
     assert "stopped at step 6 by rule **score_collapse**" in t
     assert "step 6: stop by score_collapse" in t and "step 1: warn by gap_vs_control" in t
     metrics = at.dataframe[0].value
-    assert set(metrics["metric"]) == {
-        "tail/abs_log_ratio/post_tool/p95",
-        "tail/abs_log_ratio/text/p95",
+    assert set(metrics["metric"]) == {  # the mismatch's tails and the drift families'
+        f"tail/{family}abs_log_ratio/{s}/p95"
+        for family in ("", "ref_drift/", "ppo/")
+        for s in ("post_tool", "text")
     }
     assert any('"lr"' in str(j.value) or "lr" in str(j.value) for j in at.json)
     assert charts(at) == 2  # score and gap charted by default
@@ -312,7 +316,7 @@ def test_pages_over_postgresql(monkeypatch: pytest.MonkeyPatch, filled_pg: Fille
     pair = f"{filled_pg.ids['t1_none']},{filled_pg.ids['c1']}"
     at = render(monkeypatch, filled_pg.url, "views/compare.py", runs=pair)
     no_exception(at)
-    assert len(view_titles(at)) == 9  # six figures, the gap by turn, two ECDFs
+    assert len(view_titles(at)) == len(FIGURES) + 1 + 6  # the gap by turn, six ECDFs
     at = render(monkeypatch, filled_pg.url, "views/run.py", run=filled_pg.ids["t1_none"])
     no_exception(at)
     assert "step 6: stop by score_collapse" in texts(at)

@@ -1,7 +1,8 @@
 """Page 3: a pair (a treatment and its dense control) or any picked runs, one view per
 figure with every run on one axis, stop steps marked with the rule's name, the gap by
 interaction (turn) index averaged over steps, and ECDFs of |log-ratio| per slice at
-early, middle and late steps.
+early, middle and late steps, for each ratio family (``names.RATIOS``: trainer vs
+sampler, the policy vs the frozen reference, the PPO ratio over the update).
 
 Every view goes into **one** chart (``ui.charts.concat``): one embed to compile and lay
 out instead of eight, the largest single saving in drawing this page (bench/ui_bench.py).
@@ -54,8 +55,35 @@ FIGURES: tuple[Figure, ...] = (
         tuple((names.tail(s, "p95"), s) for s in names.SLICES),
     ),
     Figure("ESS per slice", "ESS (fraction)", tuple((names.ess(s), s) for s in names.SLICES)),
+    Figure(
+        "p95 |log pi_theta/pi_ref|: post-tool vs text",
+        "p95 |log-ratio| to the reference",
+        tuple((names.tail(s, "p95", "ref_drift"), s) for s in names.SLICES),
+    ),
+    Figure(
+        "ESS of pi_theta/pi_ref per slice",
+        "ESS (fraction)",
+        tuple((names.ess(s, "ref_drift"), s) for s in names.SLICES),
+    ),
+    Figure(
+        "p95 |log PPO ratio|: post-tool vs text",
+        "p95 |log pi_new/pi_behaviour|",
+        tuple((names.tail(s, "p95", "ppo"), s) for s in names.SLICES),
+    ),
+    Figure(
+        "ESS of the PPO ratio per slice",
+        "ESS (fraction)",
+        tuple((names.ess(s, "ppo"), s) for s in names.SLICES),
+    ),
 )
-ECDF_TITLE = "ECDF of |log-ratio|: {} tokens"
+ECDF_TITLES: dict[names.Ratio, str] = {
+    "mismatch": "ECDF of |log-ratio|: {} tokens",
+    "ref_drift": "ECDF of |log pi_theta/pi_ref|: {} tokens",
+    "ppo": "ECDF of |log PPO ratio|: {} tokens",
+}
+# one ECDF view per ratio family (names.RATIOS) and slice: trainer vs sampler, the policy
+# vs the frozen reference, the PPO ratio over the update
+ECDF_TITLE = ECDF_TITLES["mismatch"]
 TURN_TITLE = "Probability gap by turn (mean over steps)"
 # Per-turn gap metrics and their bucket labels (turn 1 .. the open-ended last bucket); a
 # page script's bare string would be drawn by Streamlit's magic, so this is a comment
@@ -170,11 +198,16 @@ def turn_spec(
     return spec, None
 
 
-def ecdf_steps(url: str, run_rows: list[dict[str, Any]]) -> dict[int, dict[str, list[int]]]:
-    """Per run and slice, the steps with a stored |log-ratio| distribution."""
+Family = tuple[names.Ratio, names.Slice]
+
+
+def ecdf_steps(url: str, run_rows: list[dict[str, Any]]) -> dict[int, dict[Family, list[int]]]:
+    """Per run, ratio family and slice, the steps with a stored |log-ratio| distribution."""
     return {
         int(r["id"]): {
-            s: source.distribution_steps(url, int(r["id"]), names.dist(s)) for s in names.SLICES
+            (ratio, s): source.distribution_steps(url, int(r["id"]), names.dist(s, ratio))
+            for ratio in names.RATIOS
+            for s in names.SLICES
         }
         for r in run_rows
     }
@@ -199,33 +232,51 @@ def pick_ecdf_steps(where: Any, union: list[int]) -> list[int]:
 def ecdf_specs(
     url: str,
     run_rows: list[dict[str, Any]],
-    have: dict[int, dict[str, list[int]]],
+    have: dict[int, dict[Family, list[int]]],
     chosen: list[int],
     domain: list[str],
 ) -> tuple[list[charts.Spec], list[str]]:
-    """One ECDF view per slice at the stored steps nearest ``chosen``, and notes."""
+    """One ECDF view per ratio family and slice at the stored steps nearest ``chosen``,
+    and notes (one per family none of the runs stored, e.g. a log from elsewhere)."""
     specs, notes = [], []
-    for slice_ in names.SLICES:
-        parts = []
-        for r in run_rows:
-            rid = int(r["id"])
-            at = sorted(
-                {s for w in chosen if (s := data.nearest_step(have[rid][slice_], w)) is not None}
+    for ratio in names.RATIOS:
+        missing = []
+        for slice_ in names.SLICES:
+            frame = ecdf_frame(url, run_rows, have, chosen, (ratio, slice_))
+            if frame is None:
+                missing.append(slice_)
+                continue
+            title = ECDF_TITLES[ratio].format(slice_)
+            specs.append(
+                charts.ecdf_chart(frame, title=title, color_domain=domain, width=charts.WIDTH)
             )
-            for step, payload in source.distributions(url, rid, names.dist(slice_), tuple(at)):
-                e = data.thin_ecdf(data.ecdf_frame(payload), ECDF_POINTS)
-                if not e.empty:
-                    parts.append(e.assign(run=data.run_label(r), step=f"step {step}"))
-        if not parts:
-            notes.append(f"no {slice_} distribution at the chosen steps")
-            continue
-        frame = pd.concat(parts, ignore_index=True)
-        specs.append(
-            charts.ecdf_chart(
-                frame, title=ECDF_TITLE.format(slice_), color_domain=domain, width=charts.WIDTH
-            )
-        )
+        if missing:
+            what = "" if ratio == "mismatch" else f"{ratio} "
+            notes.append(f"no {what}{' or '.join(missing)} distribution at the chosen steps")
     return specs, notes
+
+
+def ecdf_frame(
+    url: str,
+    run_rows: list[dict[str, Any]],
+    have: dict[int, dict[Family, list[int]]],
+    chosen: list[int],
+    family: Family,
+) -> pd.DataFrame | None:
+    """The ECDF points of one family and slice, every run at its stored steps nearest
+    ``chosen``; None where no run stored any."""
+    ratio, slice_ = family
+    parts = []
+    for r in run_rows:
+        rid = int(r["id"])
+        at = sorted(
+            {s for w in chosen if (s := data.nearest_step(have[rid][family], w)) is not None}
+        )
+        for step, payload in source.distributions(url, rid, names.dist(slice_, ratio), tuple(at)):
+            e = data.thin_ecdf(data.ecdf_frame(payload), ECDF_POINTS)
+            if not e.empty:
+                parts.append(e.assign(run=data.run_label(r), step=f"step {step}"))
+    return pd.concat(parts, ignore_index=True) if parts else None
 
 
 def body() -> None:
