@@ -343,6 +343,8 @@ def watch(
         )
     if role not in ("treatment", "control"):
         raise ValueError(f"--role {role!r}: use treatment or control")
+    if end_hung and pid is None:
+        raise ValueError("--end-hung ends a hung trainer's process group: give its --pid")
     opts = WatchOptions(
         log=log, control=control, sweep=sweep, name=name, fmt=fmt, names=names,
         read=_read_options(step_field, step_pattern, logging_steps),

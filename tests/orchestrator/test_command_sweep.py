@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from orchestrator.command import set_aside
 from orchestrator.config import load_sweep_config, parse_sweep_config
 from orchestrator.sweep import execute_sweep
 from store import open_store
@@ -63,6 +64,18 @@ def _stand_in(tmp_path: Path, marker: str, *extra: str) -> dict[str, object]:
             "grace": 2,
         },
     }
+
+
+def test_a_log_left_by_an_earlier_attempt_is_set_aside(tmp_path: Path) -> None:
+    """A restarted command trial starts its trainer from step 1: the log an earlier
+    attempt left at the same path is renamed first, never appended to."""
+    log = tmp_path / "m.jsonl"
+    assert set_aside(log) is None  # a first attempt: nothing there
+    log.write_text('{"step": 1}\n')
+    assert set_aside(log) == tmp_path / "m.jsonl.attempt-1" and not log.exists()
+    log.write_text('{"step": 1}\n{"step": 2}\n')
+    assert set_aside(log) == tmp_path / "m.jsonl.attempt-2"
+    assert (tmp_path / "m.jsonl.attempt-2").read_text().count("step") == 2
 
 
 @pytest.mark.slow

@@ -193,6 +193,7 @@ def test_a_finished_trainer_completes_the_run_and_unfed_rules_are_named(tmp_path
         (["--wait", "0.5"], "did not appear within 0.5 s"),
         (["--pid", "999999"], "--pid 999999: no such process"),
         (["--format", "xml"], "unknown log format 'xml'; valid: auto, "),
+        (["--end-hung"], "--end-hung ends a hung trainer's process group: give its --pid"),
     ],
 )
 def test_bad_input_is_one_line(tmp_path: Path, args: list[str], needle: str) -> None:
