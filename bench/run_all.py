@@ -39,6 +39,7 @@ ORDER = [
     "pipeline_bench",
     "watch_bench",
     "fleet_bench",
+    "node_loss_bench",
     "ui_bench",
 ]
 ARGS = {"ground_truth": ["--gzip"]}
