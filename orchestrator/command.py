@@ -244,10 +244,13 @@ def command_trainable(config: dict[str, Any]) -> None:
     key = spec["trial_key"]
     t0 = time.monotonic()
     last: int | None = None
+    appeared: float | None = None  # when the log was first seen
     try:
         while True:
             done = proc.poll() is not None
             if follower.exists():
+                if appeared is None:
+                    appeared = time.monotonic()
                 for s in follower.close() if done else follower.poll():
                     row = names({"step": s.step, **s.metrics})
                     metrics = {k: v for k, v in row.items() if k != "step"}
@@ -256,7 +259,7 @@ def command_trainable(config: dict[str, Any]) -> None:
                 if follower.error is not None:
                     raise follower.error
                 if not done and worker.idle is not None:
-                    quiet = time.monotonic() - max(follower.grew_at, t0)
+                    quiet = time.monotonic() - max(follower.grew_at, appeared)
                     if quiet > worker.idle:
                         end_process_group(proc.pid, worker.grace, pgid=proc.pid)
                         raise RuntimeError(
