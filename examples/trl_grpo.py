@@ -13,7 +13,7 @@ not a train-inference gap; TRL's importance-sampling corrections need vLLM and a
 used here (``--correction`` is recorded as the run's label only).
 
     python examples/trl_grpo.py --seed 0 --steps 8                      # into ./gapwatch.db
-    python examples/trl_grpo.py --log out/metrics.jsonl --no-store      # for a command sweep
+    python examples/trl_grpo.py --log out/metrics.jsonl --no-store  # for a sweep or a watch
 """
 
 from __future__ import annotations
@@ -101,7 +101,9 @@ def main() -> int:
     )
     ap.add_argument("--name", default=None)
     ap.add_argument("--log", default=None, help="also write each step here as JSONL")
-    ap.add_argument("--no-store", action="store_true", help="write --log only (a sweep follows it)")
+    ap.add_argument(
+        "--no-store", action="store_true", help="write --log only (a sweep or a watch follows it)"
+    )
     ap.add_argument(
         "--rules",
         default=None,

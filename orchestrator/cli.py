@@ -121,11 +121,28 @@ def run(
         typer.Option("--set", help="Override a config field: --set steps=5 (repeatable)."),
     ] = None,
     no_rules: Annotated[bool, typer.Option("--no-rules", help="Apply no stop rule.")] = False,
+    log: Annotated[
+        Path | None,
+        typer.Option(
+            "--log",
+            help="Also write each step here as verl's file logger does "
+            '({"step": n, "data": {...}} per line; for `gapwatch watch`).',
+        ),
+    ] = None,
+    no_store: Annotated[
+        bool,
+        typer.Option(
+            "--no-store",
+            help="Write only --log: no store, no rules (a `gapwatch watch` that follows the "
+            "log stores and judges it).",
+        ),
+    ] = False,
 ) -> None:
-    """Run one RL run in this process and record it in the store."""
+    """Run one RL run in this process and record it in the store (and/or a verl-format log)."""
     from orchestrator.local_run import run_local
 
-    run_local(config, db_url=db, overrides=set_ or [], apply_rules=not no_rules)
+    run_local(config, db_url=db, overrides=set_ or [], apply_rules=not no_rules, log=log,
+              store=not no_store)  # fmt: skip
 
 
 @app.command("sweep")

@@ -10,6 +10,10 @@ progress bar (step, score, gap), the YAML's ``rules:`` (the same ``RuleSet`` a s
 applies) judge each step against the latest stored control of the same pair, and the run
 ends completed, stopped (by a rule) or failed (with a one-line error; the steps already
 written are kept).
+
+``log=PATH`` also writes each step to PATH as verl's file logger does
+(:class:`VerlFileLogger`), the log a ``gapwatch watch`` elsewhere can follow; with
+``store=False`` that log is all the run writes (no store, no rules: the watch judges it).
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import orjson
 import yaml
 from rich.markup import escape
 
@@ -26,6 +31,50 @@ from store import identity
 
 LOCAL_SWEEP = "local"
 """Name of the sweep that holds every run started by ``gapwatch run``."""
+
+
+class VerlFileLogger:
+    """Steps written as verl's ``FileLogger`` writes them (``trainer.logger=[..., "file"]``,
+    ``verl/utils/tracking.py``): the file opened ``wb`` without buffering (an earlier log
+    at the path is replaced), one ``{"step": n, "data": {...}}`` line per step from
+    ``orjson.dumps(..., option=OPT_SERIALIZE_NUMPY)`` (compact; NaN written as null), so a
+    follower sees each step as soon as it is written. Unlike verl, a missing folder is made."""
+
+    def __init__(self, path: Path | str) -> None:
+        self.path = Path(path)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self.fp = self.path.open("wb", buffering=0)
+        except OSError as exc:
+            raise ValueError(
+                f"--log {str(self.path)!r}: cannot write it ({exc.strerror}); "
+                "give a path in a folder you can write"
+            ) from None
+
+    def log(self, data: dict[str, Any], step: int) -> None:
+        self.fp.write(
+            orjson.dumps({"step": step, "data": data}, option=orjson.OPT_SERIALIZE_NUMPY) + b"\n"
+        )
+
+    def close(self) -> None:
+        self.fp.close()
+
+
+class Untracked:
+    """A run that is not stored (``store=False``): the steps go to its log only, no rule
+    judges them; the same calls as a ``TrackedRun``."""
+
+    run_id = None
+    stop = None
+
+    def __init__(self) -> None:
+        self.steps = 0
+
+    def step(self, step: int, metrics: dict[str, float], dists: Any = None) -> None:
+        self.steps += 1
+
+    def finish(self, error: str | None = None) -> str:
+        return "failed" if error is not None else "completed"
 
 
 def _control_run(st: Any, sweep_id: int, pair_key: str, role: str) -> int | None:
@@ -93,8 +142,19 @@ def run_local(
     db_url: str | None = None,
     overrides: list[str] | None = None,
     apply_rules: bool = True,
-) -> int:
-    """Run one config end to end into the store; return the run id."""
+    log: Path | str | None = None,
+    store: bool = True,
+) -> int | None:
+    """Run one config end to end into the store (and ``log``, verl's file-logger format);
+    return the run id (None with ``store=False``: only ``log`` is written)."""
+    if not store and log is None:
+        raise ValueError(
+            "--no-store with no --log writes nothing; give --log runs/x/metrics.jsonl "
+            "(a `gapwatch watch` follows it) or drop --no-store"
+        )
+    if not store and db_url is not None:
+        raise ValueError("--db names a store but --no-store writes none; drop one of them")
+
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from orchestrator import rules
@@ -104,13 +164,25 @@ def run_local(
     cfg, rules_settings = _load(config_path, overrides or [])
     # built (and so validated) before any work starts
     ruleset = rules.build(rules_settings) if apply_rules else None
-    st = open_store(db_url)
-    # Runs started here belong to one pseudo-sweep, LOCAL_SWEEP (the store needs a sweep).
-    sweep_id = st.ensure_sweep(LOCAL_SWEEP, "runs started with `gapwatch run CONFIG`")
     config = cfg.to_dict()
     ident = identity.of_config(config)
-    control = _control_run(st, sweep_id, ident.pair_key, ident.run_role)
-    run = TrackedRun(st, sweep_id, ident.unique_key, ident, config, ruleset, control_run=control)
+    file_log = VerlFileLogger(log) if log is not None else None  # an unwritable path fails here
+    where = f"to {log}"
+    run: TrackedRun | Untracked = Untracked()
+    if store:
+        try:
+            st = open_store(db_url)
+            # Runs started here belong to one pseudo-sweep, LOCAL_SWEEP (the store needs one).
+            sweep_id = st.ensure_sweep(LOCAL_SWEEP, "runs started with `gapwatch run CONFIG`")
+            control = _control_run(st, sweep_id, ident.pair_key, ident.run_role)
+            run = TrackedRun(
+                st, sweep_id, ident.unique_key, ident, config, ruleset, control_run=control
+            )
+        except BaseException:
+            if file_log is not None:
+                file_log.close()
+            raise
+        where = f"in {st.url_display}" + (f" and {log}" if log is not None else "")
     columns = (
         TextColumn(f"[bold]{escape(cfg.name)}[/] {ident.run_role}"),
         BarColumn(),
@@ -122,6 +194,8 @@ def run_local(
         with Progress(*columns, transient=False) as bar:
             task = bar.add_task("steps", total=cfg.steps, info="warming up")
             for res in train(cfg):
+                if file_log is not None:
+                    file_log.log(res.metrics, res.step)
                 stop = run.step(res.step, res.metrics, res.distributions)
                 m = res.metrics
                 info = (
@@ -135,7 +209,11 @@ def run_local(
         msg = " ".join(str(exc).split()) or type(exc).__name__
         run.finish(error="interrupted" if isinstance(exc, KeyboardInterrupt) else msg)
         raise
+    finally:
+        if file_log is not None:
+            file_log.close()
     status = run.finish()
-    where = f" (stopped by {run.stop.rule} at step {run.stop.step})" if run.stop else ""
-    print(f"run {run.run_id} {status}{where}: {run.steps} steps in {st.url_display}")
-    return int(run.run_id)
+    why = f" (stopped by {run.stop.rule} at step {run.stop.step})" if run.stop else ""
+    name = "run" if run.run_id is None else f"run {run.run_id}"
+    print(f"{name} {status}{why}: {run.steps} steps {where}")
+    return None if run.run_id is None else int(run.run_id)

@@ -149,3 +149,80 @@ def test_unknown_rule_in_run_config_fails_before_running(tmp_path: Path) -> None
     with pytest.raises(ValueError, match="no_such_rule"):
         run_local(path, db_url=_sqlite(tmp_path), overrides=["steps=1"])
     assert not (tmp_path / "runs.db").exists()
+
+
+# --- --log (verl's file logger) and --no-store --------------------------------------------
+
+
+def test_the_log_is_verls_file_logger_line_by_line(tmp_path: Path) -> None:
+    """verl/utils/tracking.py's FileLogger: ``open(path, "wb", buffering=0)``, then per step
+    ``orjson.dumps({"step": step, "data": data}, option=OPT_SERIALIZE_NUMPY) + b"\\n"``."""
+    import numpy as np
+
+    from orchestrator.follow import LogFollower
+    from orchestrator.local_run import VerlFileLogger
+
+    path = tmp_path / "out" / "metrics.jsonl"
+    path.parent.mkdir()
+    path.write_text("an earlier run's log\n")  # replaced, as verl's "wb" does
+    log = VerlFileLogger(path)
+    follower = LogFollower(path)
+    log.log({N.SCORE_MEAN: 0.5, N.ess("text"): np.float32(0.25), "x": float("nan")}, 1)
+    assert path.read_bytes().startswith(b'{"step":1,"data":{"critic/score/mean":0.5,')
+    assert path.read_bytes().endswith(b',"x":null}}\n')  # NaN as orjson writes it
+    (step,) = follower.poll()  # seen before the file is closed: nothing buffered
+    assert (step.step, step.metrics[N.SCORE_MEAN]) == (1, 0.5)
+    log.log({N.SCORE_MEAN: -0.1}, 2)
+    assert [s.step for s in follower.poll()] == [2]
+    log.close()
+    follower.close()
+    with pytest.raises(ValueError, match="--log .*cannot write it") as info:
+        VerlFileLogger(path / "under-a-file.jsonl")
+    assert "\n" not in str(info.value)
+
+
+def test_a_stored_run_writes_the_same_steps_to_its_log(tmp_path: Path) -> None:
+    import json
+
+    from store import open_store
+
+    url, log = _sqlite(tmp_path), tmp_path / "m.jsonl"
+    over = ["steps=2", "tasks_per_step=2", "num_threads=1"]
+    run_id = run_local(EXAMPLES / "run-dense.yaml", db_url=url, overrides=over, log=log)
+    assert run_id is not None
+    lines = [json.loads(x) for x in log.read_text().splitlines()]
+    stored = open_store(url).history(run_id)
+    assert [x["step"] for x in lines] == [h["step"] for h in stored] == [1, 2]
+    for line, row in zip(lines, stored, strict=True):
+        assert set(line) == {"step", "data"}
+        assert line["data"][N.SCORE_MEAN] == pytest.approx(row[N.SCORE_MEAN])
+
+
+def test_no_store_trains_into_the_log_only(tmp_path: Path) -> None:
+    import json
+    import subprocess
+    import sys
+
+    gapwatch = Path(sys.executable).with_name("gapwatch")
+    env = {k: v for k, v in os.environ.items() if k != "GAPWATCH_DB_URL"}
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [str(gapwatch), "run", str(EXAMPLES / "run-compressed.yaml"), *args],
+            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120, check=False,
+        )  # fmt: skip
+
+    res = run("--no-store", "--log", "out/m.jsonl", "--set", "steps=2",
+              "--set", "tasks_per_step=2", "--set", "num_threads=1")  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    assert "run completed: 2 steps to out/m.jsonl" in res.stdout
+    lines = [json.loads(x) for x in (tmp_path / "out/m.jsonl").read_text().splitlines()]
+    assert [x["step"] for x in lines] == [1, 2] and N.PROBS_DIFF_MEAN in lines[0]["data"]
+    assert list(tmp_path.glob("*.db")) == []  # no store was made
+    for args, needle in [
+        (("--no-store",), "--no-store with no --log writes nothing"),
+        (("--no-store", "--log", "m.jsonl", "--db", "sqlite:///x.db"), "--db names a store"),
+    ]:
+        res = run(*args)
+        lines_err = res.stderr.strip().splitlines()
+        assert res.returncode == 2 and len(lines_err) == 1 and needle in lines_err[0], res.stderr
