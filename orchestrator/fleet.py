@@ -13,8 +13,11 @@ actions are carried out, templated with its fields and ``{path}``, ``{dir}``,
 its own, the process alone where it shares one with its siblings, as a shell loop's
 ``&`` does) and ``--on-stop``; each action's exit code and output go into the store as a
 ``stop_action/<kind>`` decision (``continue`` done, ``warn`` failed), a failure is retried
-once and said in one line. A log that has not grown for ``idle`` s is finished; the
-fleet ends when every run has finished and no new log has appeared for ``idle`` s.
+once and said in one line. A log that has not grown for ``idle`` s is finished, and so,
+at once, is one whose trainer (``--pid-file``) has exited, once its log is read to the
+end; a trainer that lives but has not written its first step yet (loading its model) is
+waited for. The fleet ends when every run has finished and no new log has appeared for
+``idle`` s.
 
 Open files are bounded (``max_open``): the followers quiet the longest close their file
 and keep their place; a parked log is only ``stat``-ed until it grows again.
@@ -56,6 +59,11 @@ ACTION_RULE = "stop_action"
 OUTPUT_CHARS = 2000
 """How much of an action's output is stored (its end)."""
 GLOB_CHARS = frozenset("*?[")
+EXIT_CHECK_S = 1.0
+"""Seconds between two reads of a quiet run's pid file (has its trainer exited?): a
+finished run is seen within a second, and 200 quiet logs cost 200 small reads a second."""
+STOP_FIELDS = ("rule", "step")
+"""Template fields a stop adds to a run's own (``{rule}``, ``{step}``)."""
 
 
 @dataclass
@@ -215,6 +223,11 @@ class FleetRun:
         self.names: NameMapper | None = None
         self.last_growth = time.monotonic()
         self.done = False
+        self.checked_at = 0.0
+        """When its trainer's pid file was last read (``Fleet.trainer_alive``)."""
+        self.alive: bool | None = None
+        """Whether its trainer lives, as last read (None: no pid file to read)."""
+        self.pid_text = ""
         self.pair = tracked.ident.pair_key
 
     def template_fields(self) -> dict[str, Any]:
@@ -325,7 +338,8 @@ class Fleet:
         self.runs[path] = run
         for template in (o.on_stop, o.pid_file):
             if template is not None:
-                lacks = [f for f in L.template_fields(template) if f not in run.template_fields()]
+                known = {*run.template_fields(), *STOP_FIELDS}
+                lacks = [f for f in L.template_fields(template) if f not in known]
                 if lacks:
                     self.say(f"{name}: {template!r} names {', '.join(lacks)}, which it lacks; "
                              "its stop action will fail")  # fmt: skip
@@ -371,14 +385,39 @@ class Fleet:
             run.follower.close()
             run.done = True
             return
-        if self.opts.idle is not None and now - run.last_growth > self.opts.idle:
+        alive = run.alive if steps else self.trainer_alive(run, now)
+        exited = not steps and alive is False
+        idle = self.opts.idle is not None and now - run.last_growth > self.opts.idle
+        if idle and alive and not run.tracked.steps:
+            idle = False  # its trainer lives and has not written a step yet: still loading
+        if idle or exited:
             for s in run.follower.close():
                 if self._take(run, s):
                     return
             status = run.tracked.finish()
             run.done = True
-            self.say(f"{run.name}: no growth for {self.opts.idle:g} s; run "
-                     f"{run.tracked.run_id} {status} after {run.tracked.steps} steps")  # fmt: skip
+            why = f"its trainer ({run.pid_text}) has exited" if exited else (
+                f"no growth for {self.opts.idle:g} s")  # fmt: skip
+            self.say(f"{run.name}: {why}; run {run.tracked.run_id} {status} "
+                     f"after {run.tracked.steps} steps")  # fmt: skip
+
+    def trainer_alive(self, run: FleetRun, now: float) -> bool | None:
+        """Whether the run's trainer, named by ``--pid-file``, lives: an exited one's log
+        is finished at once (not after ``idle``), a live one that has written no step yet
+        is not finished by ``idle``. None where there is no pid file to read (yet). The
+        file is read at most every ``EXIT_CHECK_S``; between reads the last answer holds."""
+        if self.opts.pid_file is None or now - run.checked_at < EXIT_CHECK_S:
+            return run.alive
+        run.checked_at = now
+        try:
+            path = L.render(self.opts.pid_file, run.template_fields())
+            text = Path(path).read_text().strip()
+        except (L.LayoutError, OSError):  # a template naming {rule}, a file not written yet
+            run.alive = None
+            return None
+        run.alive = _alive(int(text)) if text.isdigit() else None
+        run.pid_text = f"pid {text}, {path}"
+        return run.alive
 
     def _take(self, run: FleetRun, s: Step) -> bool:
         """One step into the store and the rules; True where it stopped the run."""

@@ -4,10 +4,12 @@ and a fleet of real writer processes started by a shell loop, watched from one p
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -188,6 +190,32 @@ def test_a_fleet_pairs_by_seed_and_stores_each_action(tmp_path: Path) -> None:
     assert any("fleet done: 4 runs (2 completed, 2 stopped)" in x for x in lines)
 
 
+def test_a_run_ends_with_its_trainer(tmp_path: Path) -> None:
+    """With --pid-file a run whose trainer has exited is finished at once (not after
+    idle), and one whose trainer lives but has written no step yet is waited for."""
+    runs = tmp_path / "runs"
+    _copy_history(LOGS / "seed_dense.verl.jsonl", runs / "none-s0/metrics.jsonl")
+    ended = subprocess.Popen(["true"])  # a trainer that has exited (and been reaped)
+    ended.wait()
+    (runs / "none-s0/train.pid").write_text(str(ended.pid))
+    loading = subprocess.Popen(["sleep", "2"])  # a trainer loading its model
+    _copy_history(LOGS / "seed_dense.verl.jsonl", runs / "none-s1/metrics.jsonl", 0)
+    (runs / "none-s1/train.pid").write_text(str(loading.pid))
+    lines: list[str] = []
+    opts = FleetOptions(
+        source=str(runs / "*" / "metrics.jsonl"), layout="runs/{correction}-s{seed}/metrics.jsonl",
+        ruleset=ruleset_for(None, None), idle=0.5, poll=0.05, rescan=0.2,
+        pid_file="{dir}/train.pid", say=lines.append,
+    )  # fmt: skip
+    reaper = threading.Thread(target=loading.wait)  # its parent reaps it, as a shell would
+    reaper.start()
+    assert watch_fleet(opts, f"sqlite:///{tmp_path}/e.db") == 0, "\n".join(lines)
+    reaper.join()
+    said = "\n".join(lines)
+    assert "none-s0/metrics.jsonl: its trainer (pid" in said and "completed after 44 steps" in said
+    assert "none-s1/metrics.jsonl: its trainer (pid" in said and "no growth" not in said
+
+
 def test_fleet_bad_input_is_one_line(tmp_path: Path) -> None:
     def run(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run([str(GAPWATCH), "watch", *args, "--db", f"sqlite:///{tmp_path}/x.db"],
@@ -273,6 +301,7 @@ def test_a_fleet_of_real_writers_started_by_a_shell_loop(tmp_path: Path) -> None
             stopped = (tmp_path / f"runs/{corr}-s{seed}/stopped.txt").read_text().split()
             assert stopped == [str(run.stop_rule), str(run.stop_step)]
     assert "fleet done: 12 runs (6 completed, 6 stopped)" in res.stdout
+    assert "which it lacks" not in res.stdout  # {rule} and {step} come with the stop
 
 
 TRL_WRITER = r"""
@@ -370,3 +399,117 @@ def test_a_fleet_from_a_manifest(tmp_path: Path) -> None:
     (act,) = [d for d in st.decisions(run_id=a.id) if d.rule.startswith(ACTION_RULE)]
     assert act.evidence["output"] == "cancel j1 {literal}"
     assert any("b/m.jsonl: 'echo cancel {job} {{literal}}' names job" in x for x in lines)
+
+
+# --- real trainers: the built-in worker (verl's file logger) and the TRL example ---------
+
+TRAINERS_LOOP = r"""
+# the built-in worker, per seed a dense control and three compressed treatments
+for seed in 0 1; do
+  for arm in none-none topk-none topk-tis topk-icepop; do
+    d=runs/gapwatch/$arm-s$seed; mkdir -p $d
+    case $arm in
+      none-none) set -- "$EXAMPLES/run-dense.yaml" --set steps=$CONTROL_STEPS;;
+      *) set -- "$EXAMPLES/run-compressed.yaml" --set steps=$TREATMENT_STEPS \
+           --set compression_kwargs.keep=$KEEP --set correction=${arm#topk-};;
+    esac
+    "$GAPWATCH" run "$@" --set seed=$seed --set tasks_per_step=$TASKS --set num_threads=1 \
+      --no-store --log $d/metrics.jsonl > $d/train.out 2>&1 &
+    echo $! > $d/train.pid
+  done
+done
+# the TRL example (GRPOTrainer, its GapwatchCallback writing the log), per seed a pair
+for seed in 2 3; do
+  for codec in none topk; do
+    d=runs/trl/$codec-none-s$seed; mkdir -p $d
+    case $codec in
+      none) set -- --steps $TRL_CONTROL_STEPS;;
+      *) set -- --steps $TREATMENT_STEPS --codec topk --keep 0.05;;
+    esac
+    "$PY" "$EXAMPLES/trl_grpo.py" "$@" --seed $seed --out $d/trl --log $d/metrics.jsonl \
+      --no-store > $d/train.out 2>&1 &
+    echo $! > $d/train.pid
+  done
+done
+wait
+"""
+TRAINER_SETTINGS = {
+    "CONTROL_STEPS": "12",
+    "TRL_CONTROL_STEPS": "6",
+    "TREATMENT_STEPS": "30",
+    "TASKS": "8",
+    "KEEP": "0.01",
+}
+"""Cheap but real: 8 tasks x 4 per step; the built-in treatments keep 1% of each hidden
+state (harsher than the quick preset's 5%, so they collapse within a few steps); a
+treatment that no rule stopped would run all 30 steps and fail the test."""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+@pytest.mark.slow
+def test_a_fleet_of_real_trainers_started_by_a_shell_loop(tmp_path: Path) -> None:
+    pytest.importorskip("trl")
+    env = {**os.environ, **TRAINER_SETTINGS, "PY": sys.executable, "GAPWATCH": str(GAPWATCH),
+           "EXAMPLES": str(ROOT / "examples"), "OMP_NUM_THREADS": "1"}  # fmt: skip
+    t0 = time.monotonic()
+    shell = subprocess.Popen(
+        ["sh", "-c", TRAINERS_LOOP], cwd=tmp_path, env=env, start_new_session=True
+    )
+    db = f"sqlite:///{tmp_path}/fleet.db"
+    try:
+        res = subprocess.run(
+            [str(GAPWATCH), "watch", "--db", db, "--sweep", "trainers",
+             "--layout", "runs/{trainer}/{codec}-{correction}-s{seed}/metrics.jsonl",
+             "--pid-file", "{dir}/train.pid", "--grace", "5",
+             "--on-stop", "echo stop {trainer}/{codec}-{correction}-s{seed}: {rule} at {step}",
+             "--idle", "20", "--rescan", "1"],
+            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=420, check=False,
+        )  # fmt: skip
+        shown = res.stdout + res.stderr
+        assert res.returncode == 3, shown
+        shell.wait(timeout=30)  # every trainer has ended: nothing left running
+    finally:
+        if shell.poll() is None:
+            os.killpg(shell.pid, signal.SIGKILL)
+            shell.wait()
+    print(f"fleet of 12 trainers: {time.monotonic() - t0:.0f} s\n{res.stdout}")
+    runs = sorted((tmp_path / "runs").glob("*/*-s*"))
+    pids = [int((d / "train.pid").read_text()) for d in runs]
+    assert len(runs) == 12 and not any(_alive(p) for p in pids)
+    st = open_store(db)
+    got = {r.trial_id: r for r in st.runs()}
+    assert len(got) == 12, shown
+    treatment_steps = int(TRAINER_SETTINGS["TREATMENT_STEPS"])
+    pairs = {"gapwatch": (0, 1), "trl": (2, 3)}
+    for trainer, seeds in pairs.items():
+        last = int(
+            TRAINER_SETTINGS["CONTROL_STEPS" if trainer == "gapwatch" else "TRL_CONTROL_STEPS"]
+        )
+        for seed in seeds:
+            ctl = got[f"{trainer}/none-none-s{seed}/metrics.jsonl"]
+            assert (ctl.role, ctl.status, ctl.last_step) == ("control", "completed", last), shown
+            arms = ("none", "tis", "icepop") if trainer == "gapwatch" else ("none",)
+            for corr in arms:
+                name = f"{trainer}/topk-{corr}-s{seed}/metrics.jsonl"
+                run = got[name]
+                assert (run.role, run.status, run.pair_key) == ("treatment", "stopped", ctl.pair_key), name + shown  # fmt: skip
+                assert run.stop_step is not None and run.stop_step < treatment_steps
+                logged = [json.loads(x)["step"] for x in (tmp_path / "runs" / name).read_text().splitlines()]  # fmt: skip
+                assert max(logged) < treatment_steps, f"{name} ran to its end: not stopped"
+                acts = {d.evidence["kind"]: d for d in st.decisions(run_id=run.id)
+                        if d.rule.startswith(ACTION_RULE)}  # fmt: skip
+                pid_act, cmd_act = acts["pid_file"], acts["on_stop"]
+                assert pid_act.action == "continue" and pid_act.evidence["exit_code"] == 0
+                assert "ended by SIGTERM" in pid_act.evidence["output"], pid_act.evidence
+                assert (cmd_act.action, cmd_act.evidence["exit_code"]) == ("continue", 0)
+                assert cmd_act.evidence["output"] == (
+                    f"stop {trainer}/topk-{corr}-s{seed}: {run.stop_rule} at {run.stop_step}"
+                )
+    assert "fleet done: 12 runs (4 completed, 8 stopped)" in res.stdout
