@@ -1,8 +1,9 @@
 """Benchmark of the one-run pipeline: replay at scale, the Monitor's memory, the driver's cost.
 
     .venv/bin/python bench/pipeline_bench.py [--steps 100000] [--trials 100] [--before e5c16cb]
+    .venv/bin/python bench/pipeline_bench.py --parts scale,outage [--scale-trials 1000]
 
-Three parts, each measured here, nothing typed in:
+Five parts, each measured here, nothing typed in:
 
 1. **Replay** (``gapwatch replay LOG --control LOG --json`` as a subprocess): wall time and
    peak RSS on a synthetic ``--steps``-step log and its control, every rule fed. "Before"
@@ -20,7 +21,18 @@ Three parts, each measured here, nothing typed in:
    log-probs; no model). Treatments collapse at a known step. Reported: the Monitor's and
    the Recorder's time per result, the store's rows/s while under that load, the delay
    from a result leaving its trial to its stop decision, and the driver's whole CPU time
-   per result (Tune included), to say what bounds the driver.
+   per result (Tune included), to say what bounds the driver. ``--writer`` picks the
+   Recorder's writer (``thread``, or ``inline``: the synchronous path before issue 21).
+4. **One driver core for 1,000 trials** (``bench/driver_sim.py``): ``--scale-trials``
+   synthetic trials reporting every ``--scale-interval`` s, fed to the Monitor and the
+   Recorder on ONE pinned core as Tune's controller feeds them, on SQLite and on
+   PostgreSQL (a private server, or ``--pg-url``), with each writer of ``--writers``
+   (inline = before, thread = after): driver cost per result (median, p95), delay from a
+   result to its stop decision (median, max), the store's rows/s.
+5. **Store outages** (same driver, thread writer): a private PostgreSQL server stopped
+   for ``--outage-s`` s mid-run and started again; the SQLite file held by another
+   process's exclusive transaction as long. Steps lost and written twice, and the lines
+   the Recorder printed.
 
 Writes bench/results/pipeline_bench.md.
 """
@@ -51,6 +63,8 @@ from _machine import machine  # noqa: E402  (bench/ is on sys.path as a script)
 from correction import names as N  # noqa: E402
 
 OUT = ROOT / "bench" / "results" / "pipeline_bench.md"
+SCALE_OUT = ROOT / "bench" / "results" / "pipeline_scale.md"
+"""Where parts 4 and 5 alone write (so they do not replace parts 1-3's figures)."""
 RULE_FED = [
     N.SCORE_MEAN, N.SCORE_MIN, N.SCORE_MAX, N.ZERO_ADV_FRAC, N.RESPONSE_LENGTH_MEAN,
     N.RESPONSE_BUDGET, N.CLIP_RATIO, N.PROBS_DIFF_MEAN, N.ABS_LOG_RATIO_MEAN,
@@ -305,12 +319,16 @@ class Clock:
         setattr(cls, name, timed_fn)
 
 
-def bench_driver(trials: int, steps: int, interval: float, work: Path) -> list[str]:
+def bench_driver(trials: int, steps: int, interval: float, work: Path, writer: str) -> list[str]:
     from orchestrator.config import parse_sweep_config
     from orchestrator.monitor import Monitor
     from orchestrator.recorder import Recorder
     from orchestrator.sweep import execute_sweep
     from store import Store
+
+    # the sweep builds its own Recorder: its writer is chosen through the default
+    assert Recorder.__init__.__kwdefaults__ is not None
+    Recorder.__init__.__kwdefaults__["writer"] = writer
 
     seeds = max(1, trials // 5)
     cfg = {
@@ -373,7 +391,8 @@ def bench_driver(trials: int, steps: int, interval: float, work: Path) -> list[s
         "",
         f"{len(sweep.trials)} trials at once on local Ray ({cfg['resources']['cpus']} CPU each), "
         f"{steps} steps each, a report every {interval:g} s per trial with the worker's full "
-        f"metric set and both |log-ratio| distributions; SQLite store; {results:,} results in "
+        f"metric set and both |log-ratio| distributions; SQLite store, {writer} writer; "
+        f"{results:,} results in "
         f"{wall:.0f} s ({results / wall:.0f}/s). Treatments collapse at known steps; "
         f"{stopped} of {treat} stopped, controls stopped: {controls_stopped}.",
         "",
@@ -397,6 +416,117 @@ def bench_driver(trials: int, steps: int, interval: float, work: Path) -> list[s
     ]
 
 
+# --- 4 and 5. one driver core, and store outages ----------------------------------------
+
+
+def _stores(kinds: list[str], pg_url: str | None, work: Path) -> tuple[dict[str, Any], Any]:
+    """A fresh store URL per kind (the private PostgreSQL server, if one is started)."""
+    urls: dict[str, Any] = {}
+    pg = None
+    for kind in kinds:
+        if kind == "sqlite":
+            urls[kind] = lambda tag: f"sqlite:///{work}/{tag}.db"
+        elif pg_url is not None:
+            urls[kind] = lambda tag: pg_url
+        else:
+            from tests.orchestrator.pg_server import PrivatePostgres
+
+            why = PrivatePostgres.available()
+            if why is not None:
+                raise SystemExit(f"cannot start a private PostgreSQL server: {why}; pass --pg-url")
+            pg = PrivatePostgres().init()
+            urls[kind] = lambda tag, url=pg.url: url
+    return urls, pg
+
+
+def bench_scale(args: argparse.Namespace, work: Path) -> list[str]:
+    from driver_sim import HEADER, simulate
+
+    kinds = args.stores.split(",")
+    urls, pg = _stores(kinds, args.pg_url, work)
+    pool = step_pool()
+    lines = [
+        "### 4. One driver core: Monitor + Recorder at scale (bench/driver_sim.py)", "",
+        f"{args.scale_trials:,} synthetic trials ({args.scale_trials // 5} seeds x a control "
+        f"and 4 treatments), {args.scale_steps} steps each, a report every "
+        f"{args.scale_interval:g} s per trial (phases spread), the worker's full figure set "
+        f"({len(pool[0][0])} figures) and both distributions per result; the driver process "
+        "pinned to ONE core (its writer thread and SQLite with it; PostgreSQL is a server "
+        "of its own). Treatments collapse at known steps. inline = the synchronous write "
+        "path before issue 21, thread = the writer thread.", "",
+        *HEADER,
+    ]  # fmt: skip
+    try:
+        for kind in kinds:
+            for writer in args.writers.split(","):
+                gc.collect()
+                r = simulate(urls[kind](f"scale-{writer}"), trials=args.scale_trials,
+                             steps=args.scale_steps, interval=args.scale_interval,
+                             writer=writer, pool=pool, row_fn=synthetic_row, work=work)  # fmt: skip
+                lines.append(r.row(f"{kind}, {writer}"))
+                print(f"[scale] {lines[-1]}")
+                if r.lines:
+                    print(f"[scale] lines: {r.lines}")
+    finally:
+        if pg is not None:
+            pg.destroy()
+    return lines
+
+
+def bench_outage(args: argparse.Namespace, work: Path) -> list[str]:
+    from driver_sim import HEADER, simulate, sqlite_lock
+
+    kinds = args.stores.split(",")
+    urls, pg = _stores(kinds, None, work)
+    pool = step_pool()
+    steps = math.ceil((args.outage_at + args.outage_s + args.outage_after) / args.scale_interval)
+    lines = [
+        "### 5. Store outages during a sweep (bench/driver_sim.py)", "",
+        f"The driver of part 4 (thread writer), {args.scale_trials:,} trials, {steps} steps "
+        f"every {args.scale_interval:g} s; {args.outage_at:g} s in, the store goes away for "
+        f"{args.outage_s:g} s: PostgreSQL, a private server stopped (`pg_ctl stop -m fast`) "
+        "and started again; SQLite, another process holds the file in an exclusive "
+        "transaction, then rolls back. Lost: steps a trial reported that the store lacks "
+        "afterwards; twice: steps stored with more rows than one write leaves, and results "
+        "the writer committed more than once.", "",
+        *HEADER,
+    ]  # fmt: skip
+    notes: list[str] = []
+    rec_kw: dict[str, Any] = {}
+    if args.lock_wait_s is not None:
+        rec_kw["lock_wait_s"] = args.lock_wait_s
+    if args.bound is not None:
+        rec_kw["bound"] = args.bound
+    try:
+        for kind in kinds:
+            url = urls[kind]("outage")
+            if kind == "sqlite":
+                from store import open_store
+
+                open_store(url).close()  # the file exists before another process locks it
+                go, back = sqlite_lock(Path(url.removeprefix("sqlite:///")))
+            else:
+                assert pg is not None
+                go, back = pg.stop, pg.start
+            r = simulate(url, trials=args.scale_trials, steps=steps,
+                         interval=args.scale_interval, writer="thread", pool=pool,
+                         row_fn=synthetic_row, work=work,
+                         outage=(args.outage_at, args.outage_s, go, back),
+                         recorder_kw=rec_kw)  # fmt: skip
+            lines.append(r.row(f"{kind}, thread, {args.outage_s:g} s outage"))
+            twice = (r.twice or 0) + max(0, (r.commits or 0) - r.results)
+            notes.append(
+                f"- {kind}: steps lost **{r.lost}**, written twice **{twice}**; "
+                f"{r.late} results written late, {r.spilled} writes through the spill file. "
+                "Lines printed: " + "; ".join(f"`{ln}`" for ln in r.lines)
+            )
+            print(f"[outage] {lines[-1]}\n[outage] {notes[-1]}")
+    finally:
+        if pg is not None:
+            pg.destroy()
+    return [*lines, "", *notes]
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--steps", type=int, default=100_000, help="replay log length")
@@ -404,12 +534,53 @@ def main() -> int:
     ap.add_argument("--trial-steps", type=int, default=60)
     ap.add_argument("--interval", type=float, default=1.0)
     ap.add_argument("--before", default="e5c16cb", help="commit to compare with ('' to skip)")
-    ap.add_argument("--parts", default="replay,monitor,driver")
-    args = ap.parse_args()
+    ap.add_argument(
+        "--parts", default="replay,monitor,driver", help="any of replay,monitor,driver,scale,outage"
+    )
+    ap.add_argument("--writer", default="thread", help="part 3's Recorder writer")
+    ap.add_argument("--scale-trials", type=int, default=1000)
+    ap.add_argument("--scale-steps", type=int, default=60)
+    ap.add_argument("--scale-interval", type=float, default=2.0)
+    ap.add_argument("--stores", default="sqlite,postgresql")
+    ap.add_argument("--writers", default="inline,thread", help="part 4: before,after")
+    ap.add_argument(
+        "--pg-url",
+        default=None,
+        help="part 4's PostgreSQL (default: a private server; part 5 always "
+        "uses one, since it stops it)",
+    )
+    ap.add_argument("--outage-at", type=float, default=30.0)
+    ap.add_argument("--outage-s", type=float, default=60.0)
+    ap.add_argument(
+        "--outage-after",
+        type=float,
+        default=60.0,
+        help="seconds the run goes on after the store is back",
+    )
+    ap.add_argument(
+        "--lock-wait-s",
+        type=float,
+        default=None,
+        help="part 5: the Recorder's SQLite lock wait (default: its LOCK_WAIT_S)",
+    )
+    ap.add_argument(
+        "--bound",
+        type=int,
+        default=None,
+        help="part 5: writes held in memory before spilling (default: BOUND)",
+    )
+    ap.add_argument(
+        "--out",
+        default=None,
+        help="the markdown written (default: "
+        "pipeline_bench.md, or pipeline_scale.md for parts 4-5 alone)",
+    )
+    args = ap.parse_args()  # fmt: skip
     parts = set(args.parts.split(","))
     cmd = "python bench/pipeline_bench.py " + " ".join(sys.argv[1:])
     lines = [
-        "## One-run pipeline: replay, Monitor memory, driver cost (bench/pipeline_bench.py)",
+        "## One-run pipeline: replay, Monitor memory, driver cost, one driver core, outages "
+        "(bench/pipeline_bench.py)",
         "",
         f"- machine: {machine()}",
         f"- date: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}",
@@ -426,13 +597,23 @@ def main() -> int:
             lines += bench_monitor(args.before or None, work) + [""]
         if "driver" in parts:
             gc.collect()
-            lines += bench_driver(args.trials, args.trial_steps, args.interval, work) + [""]
+            lines += bench_driver(args.trials, args.trial_steps, args.interval, work,
+                                  args.writer) + [""]  # fmt: skip
+        if "scale" in parts:
+            lines += bench_scale(args, work) + [""]
+        if "outage" in parts:
+            lines += bench_outage(args, work) + [""]
     finally:
         for tree in work.glob("tree-*"):
             drop_checkout(tree)
         shutil.rmtree(work, ignore_errors=True)
-    OUT.write_text("\n".join(lines).rstrip() + "\n")
-    print(f"wrote {OUT}")
+    out = (
+        Path(args.out)
+        if args.out
+        else (OUT if parts & {"replay", "monitor", "driver"} else SCALE_OUT)
+    )
+    out.write_text("\n".join(lines).rstrip() + "\n")
+    print(f"wrote {out}")
     return 0
 
 

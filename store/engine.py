@@ -39,7 +39,6 @@ GAPWATCH_TABLES = frozenset(
 )
 WRITE = {"gapwatch_write": True}
 """Execution options of a connection that writes: on SQLite it begins ``IMMEDIATE``."""
-_SQLITE_MAGIC = b"SQLite format 3\x00"
 NEW_FILE_S = 30.0
 """An empty SQLite file younger than this may be a store another process is creating."""
 _HOW = "check --db / GAPWATCH_DB_URL"
@@ -94,6 +93,28 @@ def sqlite_path(u: URL) -> Path | None:
     return Path(db)
 
 
+def _is_sqlite(path: Path) -> bool:
+    """Whether ``path`` is a SQLite database, asked of SQLite (read-only), not read with
+    ``open()``: closing any descriptor of a file drops every POSIX lock this process holds
+    on it, the shared locks of its open SQLite connections included (SQLite itself keeps
+    such descriptors open); another process closing its last connection then takes the
+    file for its own, checkpoints and deletes the WAL under them, and their next statement
+    fails with "disk I/O error" (seen with a second store opened in one process, then a
+    lock holder in another that exited: tests/orchestrator/test_recorder_outage.py)."""
+    try:
+        con = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=0)
+    except sqlite3.Error:
+        return True  # cannot be opened now: SQLite itself says why, with the same words
+    try:
+        con.execute("PRAGMA schema_version").fetchone()
+    except sqlite3.DatabaseError as exc:
+        low = str(exc).lower()
+        return not ("not a database" in low or "malformed" in low)
+    finally:
+        con.close()
+    return True
+
+
 def check_sqlite_file(u: URL, *, read_only: bool) -> None:
     """Refuse, before SQLite sees it, a path in a missing directory or a non-SQLite file."""
     path = sqlite_path(u)
@@ -123,19 +144,22 @@ def check_sqlite_file(u: URL, *, read_only: bool) -> None:
         )
     if path.is_dir():
         raise StoreError(f"{path} is a directory, not a store file: {_HOW}")
-    with path.open("rb") as fh:
-        head = fh.read(len(_SQLITE_MAGIC))
-    if head != _SQLITE_MAGIC:
+    if not _is_sqlite(path):
         raise StoreError(
             f"{path} is not a SQLite database (corrupt or another kind of file): "
             f"point --db at a gapwatch store or a new file"
         )
 
 
-def make_engine(u: URL, *, read_only: bool) -> Engine:
-    """A configured engine for a resolved URL (see the module docstring)."""
+def make_engine(u: URL, *, read_only: bool, busy_timeout_s: float | None = None) -> Engine:
+    """A configured engine for a resolved URL (see the module docstring).
+
+    ``busy_timeout_s`` (SQLite): how long a statement waits on another writer's lock
+    before it fails "database is locked"; default ``BUSY_TIMEOUT_MS``.
+    """
     if u.drivername.startswith("sqlite"):
-        return _sqlite_engine(u, read_only=read_only)
+        ms = BUSY_TIMEOUT_MS if busy_timeout_s is None else max(1, round(busy_timeout_s * 1000))
+        return _sqlite_engine(u, read_only=read_only, busy_ms=ms)
     args: dict[str, Any] = {"connect_timeout": 5}
     if read_only:
         # Keep any libpq options the URL carries (e.g. a search_path) and add ours.
@@ -174,8 +198,8 @@ def _set_wal(cur: Any) -> None:
             time.sleep(0.05)
 
 
-def _sqlite_engine(u: URL, *, read_only: bool) -> Engine:
-    kwargs: dict[str, Any] = {"connect_args": {"timeout": BUSY_TIMEOUT_MS / 1000}}
+def _sqlite_engine(u: URL, *, read_only: bool, busy_ms: int = BUSY_TIMEOUT_MS) -> Engine:
+    kwargs: dict[str, Any] = {"connect_args": {"timeout": busy_ms / 1000}}
     if sqlite_path(u) is None:
         kwargs["poolclass"] = StaticPool
         kwargs["connect_args"]["check_same_thread"] = False
@@ -188,7 +212,7 @@ def _sqlite_engine(u: URL, *, read_only: bool) -> Engine:
         dbapi_conn.isolation_level = None
         cur = dbapi_conn.cursor()
         try:
-            cur.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            cur.execute(f"PRAGMA busy_timeout = {busy_ms}")
             cur.execute("PRAGMA foreign_keys = ON")
             if read_only:
                 cur.execute("PRAGMA query_only = ON")
@@ -258,6 +282,46 @@ def translate(exc: BaseException, u: URL) -> StoreError:
     if any(w in low for w in connect_words):
         return StoreError(f"cannot connect to {where}: is the server running? {_HOW}")
     return StoreError(f"store {where}: {msg}")
+
+
+_GONE_PG = (
+    "connection refused", "could not connect", "connection failed", "timeout expired",
+    "server closed the connection", "terminating connection", "connection is bad",
+    "connection is closed", "the database system is shutting down",
+    "the database system is starting up", "the database system is in recovery mode",
+    "consuming input failed", "ssl syscall error", "no route to host",
+    "network is unreachable", "connection reset", "broken pipe", "connection timed out",
+)  # fmt: skip
+"""What psycopg says when the server went away or is not (yet) accepting connections."""
+_GONE_SQLITE = ("database is locked", "database table is locked", "database is busy",
+                "unable to open database file")  # fmt: skip
+"""What SQLite says when another process holds the file (or it cannot be opened now)."""
+
+
+def unreachable(exc: BaseException) -> str | None:
+    """Why the store cannot be reached right now (one line), or None for any other error.
+
+    An unreachable store (PostgreSQL stopped, restarting or cut off; a SQLite file
+    locked by another writer past the busy timeout) is worth retrying as it is; any
+    other error (bad data, a missing table, a read-only store) is not. Takes a
+    ``StoreError`` from :func:`db_errors` (its cause is looked at) or the driver's error.
+    """
+    cause: BaseException | None = exc
+    while isinstance(cause, StoreError) and cause.__cause__ is not None:
+        cause = cause.__cause__
+    if cause is None or isinstance(cause, StoreError):
+        return None
+    orig = cause.orig if isinstance(cause, DBAPIError) else cause
+    text = " ".join(str(orig).split()) or type(orig).__name__
+    low = text.lower()
+    if isinstance(orig, sqlite3.Error):
+        return text if any(w in low for w in _GONE_SQLITE) else None
+    if isinstance(cause, DBAPIError) and cause.connection_invalidated:
+        return text
+    gone = any(w in low for w in _GONE_PG)
+    if isinstance(orig, ConnectionError | TimeoutError) or gone:
+        return text.split(" Is the server running")[0][:300]
+    return None
 
 
 @contextmanager

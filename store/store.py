@@ -651,17 +651,20 @@ class Store:
         return export.write_log(self.history(run_id), out)
 
 
-def open_store(url: str | None = None, *, read_only: bool = False) -> Store:
+def open_store(
+    url: str | None = None, *, read_only: bool = False, busy_timeout_s: float | None = None
+) -> Store:
     """Open (and, unless ``read_only``, create or upgrade) the store at ``url``.
 
     ``url``: ``sqlite:///path.db``, ``postgresql[+psycopg]://user@host:port/db`` or a bare
     path (a SQLite file); None -> ``$GAPWATCH_DB_URL`` -> ``sqlite:///./gapwatch.db``.
     ``read_only=True`` creates nothing and refuses a missing or out-of-date store.
+    ``busy_timeout_s``: SQLite's wait on another writer's lock (``store.engine``).
     """
     u = eng.resolve_url(url)
     if u.drivername.startswith("sqlite"):
         eng.check_sqlite_file(u, read_only=read_only)
-    engine = eng.make_engine(u, read_only=read_only)
+    engine = eng.make_engine(u, read_only=read_only, busy_timeout_s=busy_timeout_s)
     try:
         with eng.db_errors(u):
             eng.prepare_schema(engine, u, read_only=read_only)

@@ -17,7 +17,7 @@ from pathlib import Path
 from sqlalchemy.engine import URL
 
 from store import StoreError
-from store.engine import display, mask, resolve_url
+from store.engine import display, mask, resolve_url, unreachable
 from store.engine import sqlite_path as _sqlite_file
 
 ENV_URL = "GAPWATCH_UI_DB_URL"
@@ -111,3 +111,16 @@ def check_database(url: str) -> None:
             f"no store database at {path.resolve()}: run `gapwatch sweep` to create one, "
             "or pass the right one with --db URL"
         )
+
+
+def unreachable_line(url: str, exc: BaseException) -> str | None:
+    """The page's one line for a store it cannot reach right now (PostgreSQL down or
+    restarting, a SQLite file held by another process), URL masked; None for any other
+    error."""
+    why = unreachable(exc)
+    if why is None:
+        return None
+    return (
+        f"store unreachable: {display_url(url)} ({why}); the sweep's writer keeps its "
+        "results until it is back; reload this page to try again"
+    )

@@ -16,7 +16,7 @@ from datetime import timedelta
 import streamlit as st
 from sqlalchemy.exc import SQLAlchemyError
 
-from ui.locate import REFRESH_S, UIError
+from ui.locate import REFRESH_S, UIError, db_url, unreachable_line
 
 SWEEPS = "views/sweeps.py"
 SWEEP = "views/sweep.py"
@@ -106,6 +106,10 @@ def show_error(exc: BaseException) -> None:
     """One clear line for a problem the user can fix; details folded away for a bug."""
     if isinstance(exc, UIError | ValueError):
         st.error(plain(exc))
+        return
+    down = unreachable_line(db_url(), exc)
+    if down is not None:
+        st.error(plain(down))
         return
     if isinstance(exc, SQLAlchemyError):
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__

@@ -123,6 +123,7 @@ def test_monitor_reads_control_history_from_store(url: str) -> None:
     rec.on_trial_complete(0, [], _Trial(TREAT))
     out = rec.outcome(TREAT)
     assert (out.status, out.stop_rule, out.stop_step) == ("stopped", "score_collapse", 3)
+    rec.flush()  # the writer thread writes in the background: wait for it
     treat_run = rec.run_ids[TREAT]
     assert st.run(treat_run).status == "stopped" and st.run(treat_run).stop_step == 3
     ds = st.decisions(run_id=treat_run)
