@@ -98,9 +98,11 @@ memory (``bench/pipeline_bench.py``'s step pool), so the bound holds ~160 MiB at
 40 s of 1,000 trials reporting every 2 s, or 33 min of the 10-trial quickstart."""
 LOCK_WAIT_S = 2.0
 """SQLite: how long the writer's statements wait on another process's write lock (the
-store retries five times) before the store counts as unreachable. gapwatch's own write
-transactions take milliseconds (a 1,000-trial batch: see BENCHMARKS.md), so waiting
-longer only delays the line that says another writer holds the file."""
+store tries five times, so ~10 s in all) before the store counts as unreachable. Longer
+than any one of gapwatch's own write transactions (a second's results of 1,000 trials,
+~30,000 metric rows, commit in ~0.3 s at the ~95,000 rows/s that part 4 of
+``bench/pipeline_bench.py`` measured while writing, 200 trials on a 2-core EPYC), so
+another gapwatch writer is waited for, not reported; a lock held longer is said in ~10 s."""
 END_WAIT_S = 120.0
 """At a sweep's end, how long the Recorder waits for an unreachable store before it
 leaves what is unwritten in the spill file (a PostgreSQL restart takes seconds; the
@@ -170,6 +172,7 @@ class Recorder(Callback):
         """Guards the three above: the writer thread updates them after each commit."""
         self._store: Store | None = None
         self._writer: Writer | None = None
+        self._closed = False
 
     def __getstate__(self) -> dict[str, Any]:
         d = self.__dict__.copy()
@@ -334,8 +337,8 @@ class Recorder(Callback):
         """Wait until everything queued is written (``key`` is accepted for the API's sake:
         writes are in order, so one trial's are never behind another's). Waits at most
         ``end_wait_s`` for an unreachable store, then leaves the rest in the spill file."""
-        if self._writer is None and not self.spill_path.is_file():
-            return  # nothing queued, nothing left by an earlier driver
+        if self._writer is None and (self._closed or not self.spill_path.is_file()):
+            return  # nothing queued; nor a spill an earlier driver left
         if not self.writer.sync(self.end_wait_s):
             self.close()
 
@@ -343,6 +346,7 @@ class Recorder(Callback):
         """Write what is queued (see :meth:`flush`) and stop the writer."""
         w, self._writer = self._writer, None
         if w is not None:
+            self._closed = True  # what it left in the spill file waits for a --resume
             w.close(self.end_wait_s)
 
     def apply(self, st: Store, ops: list[Op]) -> None:

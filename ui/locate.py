@@ -121,6 +121,6 @@ def unreachable_line(url: str, exc: BaseException) -> str | None:
     if why is None:
         return None
     return (
-        f"store unreachable: {display_url(url)} ({why}); the sweep's writer keeps its "
+        f"store unreachable: {display_url(url)} ({why}); a running sweep keeps its "
         "results until it is back; reload this page to try again"
     )

@@ -242,6 +242,10 @@ def test_a_spill_left_at_the_end_is_written_by_the_next_driver(
     assert lines[0].startswith("store unreachable: ")
     assert lines[-1].startswith("store still unreachable at the end: ")
     assert str(rec.spill_path) in lines[-1] and rec.spill_path.is_file()
+    said = len(lines)
+    t0 = time.monotonic()
+    rec.flush()  # as the sweep does after Tune ends: the spill waits for a --resume
+    assert time.monotonic() - t0 < 0.5 and len(lines) == said
     private_pg.start()
     again: list[str] = []
     rec2 = Recorder(url, sweep_id, _specs(), say=again.append, **kw)
