@@ -63,8 +63,9 @@ from _machine import machine  # noqa: E402  (bench/ is on sys.path as a script)
 from correction import names as N  # noqa: E402
 
 OUT = ROOT / "bench" / "results" / "pipeline_bench.md"
-SCALE_OUT = ROOT / "bench" / "results" / "pipeline_scale.md"
-"""Where parts 4 and 5 alone write (so they do not replace parts 1-3's figures)."""
+SCALE_OUT = ROOT / "bench" / "results" / "pipeline_bench-scale.md"
+"""Where parts 4 and 5 alone write (so they do not replace parts 1-3's figures);
+bench/run_all.py collects it after pipeline_bench.md."""
 RULE_FED = [
     N.SCORE_MEAN, N.SCORE_MIN, N.SCORE_MAX, N.ZERO_ADV_FRAC, N.RESPONSE_LENGTH_MEAN,
     N.RESPONSE_BUDGET, N.CLIP_RATIO, N.PROBS_DIFF_MEAN, N.ABS_LOG_RATIO_MEAN,
@@ -573,7 +574,7 @@ def main() -> int:
         "--out",
         default=None,
         help="the markdown written (default: "
-        "pipeline_bench.md, or pipeline_scale.md for parts 4-5 alone)",
+        "pipeline_bench.md, or pipeline_bench-scale.md for parts 4-5 alone)",
     )
     args = ap.parse_args()  # fmt: skip
     parts = set(args.parts.split(","))
