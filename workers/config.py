@@ -1,9 +1,9 @@
-"""``RunConfig``: every setting of one RL run, validated by pydantic, with two presets.
+"""``RunConfig``: every setting of one RL run, validated by pydantic, with three presets.
 
 ``RunConfig.from_dict(d)`` is the one way in from YAML/Tune: an optional ``preset`` key
-(``quick`` or ``large``) picks the base values, every other key overrides one field, an
-unknown key fails naming the valid ones, and an unknown env/codec/correction/sampler name
-fails naming the registered ones (wording: ``workers.validation``).
+(``quick``, ``long`` or ``large``) picks the base values, every other key overrides one
+field, an unknown key fails naming the valid ones, and an unknown env/codec/correction/
+sampler name fails naming the registered ones (wording: ``workers.validation``).
 
 A validated config is *resolved*: ``compression_kwargs`` and ``correction_kwargs`` hold
 every parameter of the codec and the strategy, defaults filled in (``correction: tis``
@@ -59,6 +59,18 @@ but never copies the result; the shipped build copies it in 74% (256 held-out ep
 PRESETS: Final[dict[str, dict[str, Any]]] = {
     # Tiny model on CPU: what tests, the quickstart sweep and the demo use.
     "quick": {},
+    # Tiny model on CPU, long horizon: ``add_chain`` (8-12 tool calls an episode, each
+    # built from the previous result). Fewer tasks per step and a shorter warm start than
+    # quick, for the CPU budget (an episode is ~10x quick's tokens); its warm start is built
+    # at run time and gated like any other (workers/probe.py).
+    "long": {
+        "env": "add_chain",
+        "max_interactions": 14,
+        "tasks_per_step": 8,
+        "warm_start_steps": 500,
+        "warm_start_batch": 16,
+        "warm_start_wrong_frac": 0.6,
+    },
     # A real model on a GPU: the seed run's budgets.
     "large": {
         "token_budget": 512,
@@ -245,7 +257,7 @@ class RunConfig(Strict):
 
     @classmethod
     def preset(cls, name: str, **overrides: Any) -> RunConfig:
-        """``quick`` or ``large``, with field overrides."""
+        """``quick``, ``long`` or ``large``, with field overrides."""
         return cls.from_dict({"preset": name, **overrides})
 
     def to_dict(self) -> dict[str, Any]:

@@ -87,7 +87,7 @@ def rollout(
         )
         for t, gen in zip(active, gens, strict=True):
             text = tokenizer.decode(gen.ids, skip_special_tokens=True)
-            out = env.step(t.task, text, truncated=gen.truncated)
+            out = env.step(t.task, text, truncated=gen.truncated, calls=t.tool_calls)
             t.rows.append(
                 Row(
                     len(t.ids),

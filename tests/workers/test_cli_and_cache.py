@@ -43,7 +43,9 @@ def test_gapwatch_run_end_to_end_and_one_line_errors(tmp_path: Path) -> None:
         timeout=300,
     )
     assert bad.returncode == 2
-    assert bad.stderr.strip().splitlines() == ["error: unknown env 'chess'; valid: mul, mul_chain"]
+    assert bad.stderr.strip().splitlines() == [
+        "error: unknown env 'chess'; valid: add_chain, mul, mul_chain"
+    ]
 
 
 BUILD = """

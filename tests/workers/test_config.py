@@ -24,11 +24,11 @@ def test_unknown_key_lists_valid_ones() -> None:
 @pytest.mark.parametrize(
     ("key", "value", "pattern"),
     [
-        ("env", "chess", "unknown env 'chess'; valid: mul, mul_chain"),
+        ("env", "chess", "unknown env 'chess'; valid: add_chain, mul, mul_chain"),
         ("compression", "zip", "unknown compression 'zip'; valid: none, quant, topk"),
         ("sampler", "sglang", "unknown sampler 'sglang'; valid: torch, vllm"),
         ("correction", "magic", "magic"),
-        ("preset", "huge", "unknown preset 'huge'; valid: quick, large"),
+        ("preset", "huge", "unknown preset 'huge'; valid: quick, long, large"),
     ],
 )
 def test_unknown_names_list_registered_ones(key: str, value: str, pattern: str) -> None:

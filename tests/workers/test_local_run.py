@@ -40,7 +40,7 @@ def test_overrides_are_yaml_typed_and_dotted() -> None:
     [
         (["stepz=3"], "unknown key 'stepz'; valid: name, env"),
         (["steps"], "--set expects key=value"),
-        (["env=chess"], "unknown env 'chess'; valid: mul, mul_chain"),
+        (["env=chess"], "unknown env 'chess'; valid: add_chain, mul, mul_chain"),
         (["steps.x=1"], "is not a mapping"),
     ],
 )
