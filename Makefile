@@ -14,7 +14,7 @@ DB ?= sqlite:///gapwatch.db
 DEMO_CONFIG ?= examples/quickstart.yaml
 DEMO_UI ?= 1
 
-.PHONY: install demo test lint typecheck pytest browser bench clean
+.PHONY: install demo test test-long lint typecheck pytest browser bench clean
 
 install: $(STAMP)
 
@@ -43,7 +43,12 @@ typecheck: $(STAMP)
 	$(VENV)/bin/mypy
 
 pytest: $(STAMP) browser
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -m "not long"
+
+# the tests marked long (a two-node Ray cluster losing a node); bench/node_loss_bench.py
+# measures the same with figures
+test-long: $(STAMP)
+	$(PY) -m pytest -q -m long
 
 test: lint typecheck pytest
 

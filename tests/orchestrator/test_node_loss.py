@@ -35,7 +35,7 @@ from store.rows import RunRow
 
 from .procs import BIN, Cluster, cmdline, descendants, two_nodes
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.long]  # bench/node_loss_bench.py runs the same
 
 # A trainer stand-in for command trials: a step every 0.25 s up to N, named by a marker
 TRAINER = """
