@@ -175,13 +175,20 @@ def two_nodes(logs: Path, *, fast_death: bool = True) -> Iterator[Cluster]:
         wait_started(nodes[1], logs / "second.log", "ray start --address (second node)")
         yield Cluster(f"127.0.0.1:{port}", temps, nodes, logs)
     finally:
-        for p in reversed(nodes):
-            end_group(p)
-        time.sleep(1)
-        left = procs_of(temps)
-        for line in left:  # a process that left the group: end it by its own id
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(int(line.split()[0]), signal.SIGKILL)
-        for t in temps:
-            shutil.rmtree(t, ignore_errors=True)
-        assert not left, "Ray processes outlived their node's process group:\n" + "\n".join(left)
+        end_nodes(nodes, temps)
+
+
+def end_nodes(nodes: list[subprocess.Popen[bytes]], temps: list[str]) -> None:
+    """End each node's process group (last started first), end any Ray process that left
+    its group, remove the nodes' temp folders, and fail if a process had outlived its
+    group."""
+    for p in reversed(nodes):
+        end_group(p)
+    time.sleep(1)
+    left = procs_of(temps)
+    for line in left:  # a process that left the group: end it by its own id
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(int(line.split()[0]), signal.SIGKILL)
+    for t in temps:
+        shutil.rmtree(t, ignore_errors=True)
+    assert not left, "Ray processes outlived their node's process group:\n" + "\n".join(left)

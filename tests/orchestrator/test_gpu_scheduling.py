@@ -24,14 +24,10 @@ no process of either node is left.
 
 from __future__ import annotations
 
-import contextlib
 import os
-import shutil
-import signal
 import subprocess
 import sys
 import tempfile
-import time
 from collections import Counter, defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -44,7 +40,7 @@ import yaml
 from store import open_store
 from store.rows import RunRow
 
-from .procs import end_group, free_port, procs_of, start_node, wait_started
+from .procs import end_nodes, free_port, start_node, wait_started
 
 pytestmark = pytest.mark.slow
 
@@ -97,16 +93,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         wait_started(nodes[1], logs / "w.log", "ray start --address (second node)")
         yield Cluster(f"127.0.0.1:{port}", logs)
     finally:
-        for p in reversed(nodes):
-            end_group(p)
-        time.sleep(1)
-        left = procs_of(temps)
-        for line in left:  # a process that left the group: end it by its own id
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(int(line.split()[0]), signal.SIGKILL)
-        for t in temps:
-            shutil.rmtree(t, ignore_errors=True)
-        assert not left, "Ray processes outlived their node's process group:\n" + "\n".join(left)
+        end_nodes(nodes, temps)
 
 
 def _command_sweep(name: str, treatments: int, gpus: float, cpus: float) -> dict[str, Any]:
