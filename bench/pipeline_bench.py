@@ -519,7 +519,8 @@ def bench_outage(args: argparse.Namespace, work: Path) -> list[str]:
             notes.append(
                 f"- {kind}: steps lost **{r.lost}**, written twice **{twice}**; "
                 f"{r.late} results written late, {r.spilled} writes through the spill file. "
-                "Lines printed: " + "; ".join(f"`{ln}`" for ln in r.lines)
+                "Lines printed: "
+                + "; ".join(f"`{ln.replace(str(work), '<temp dir>')}`" for ln in r.lines)
             )
             print(f"[outage] {lines[-1]}\n[outage] {notes[-1]}")
     finally:
