@@ -37,6 +37,7 @@ ORDER = [
     "real_runs_bench",
     "rules_before_after",
     "pipeline_bench",
+    "ui_while_writing",
     "watch_bench",
     "fleet_bench",
     "node_loss_bench",
