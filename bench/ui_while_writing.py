@@ -88,7 +88,7 @@ def main() -> int:
     ap.add_argument("--loads", type=int, default=6)
     ap.add_argument("--out", type=Path, default=OUT)
     args = ap.parse_args()
-    cmd = "python bench/ui_while_writing.py " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+    cmd = " ".join(["python bench/ui_while_writing.py", *map(shlex.quote, sys.argv[1:])])
     mach = machine()  # before the driver pins this thread to one core
     with tempfile.TemporaryDirectory(prefix="gw-ui-writing-") as tmp:
         work = Path(tmp)
