@@ -1,15 +1,29 @@
-"""A small slice of the ground truth (bench/results/ground_truth/grid) for the benches'
-smoke tests: the recorded histories themselves, under an ``index.json`` of their own."""
+"""For the benches' smoke tests: a bench script loaded as a module, and a small slice of
+the ground truth (bench/results/ground_truth/grid), the recorded histories themselves
+under an ``index.json`` of their own."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import shutil
+import sys
 from collections.abc import Iterable
 from pathlib import Path
+from types import ModuleType
 
 ROOT = Path(__file__).resolve().parents[2]
 GRID = ROOT / "bench" / "results" / "ground_truth" / "grid"
+
+
+def bench_module(name: str) -> ModuleType:
+    """``bench/<name>.py`` loaded as the module ``name`` (bench/ is not a package)."""
+    spec = importlib.util.spec_from_file_location(name, ROOT / "bench" / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod  # its dataclasses look their module up
+    spec.loader.exec_module(mod)
+    return mod
 
 
 def grid_slice(

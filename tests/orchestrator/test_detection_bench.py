@@ -5,25 +5,18 @@ scores it. The full benchmark runs on bench/ground_truth.py's recordings."""
 from __future__ import annotations
 
 import gzip
-import importlib.util
 import json
-import sys
 from pathlib import Path
 from typing import Any
+
+from .grid_slice import bench_module
 
 ROOT = Path(__file__).resolve().parents[2]
 LOGS = ROOT / "examples" / "logs"
 
 
 def _bench() -> Any:
-    spec = importlib.util.spec_from_file_location(
-        "detection_bench", ROOT / "bench" / "detection_bench.py"
-    )
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod  # its dataclasses look their module up
-    spec.loader.exec_module(mod)
-    return mod
+    return bench_module("detection_bench")
 
 
 def test_detection_bench_smoke(tmp_path: Path) -> None:

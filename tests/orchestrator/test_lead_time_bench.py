@@ -4,7 +4,6 @@ the ground truth (thresholds from seed 0's healthy runs, figures on seeds 1-2)."
 
 from __future__ import annotations
 
-import importlib.util
 import sys
 from pathlib import Path
 from typing import Any
@@ -12,20 +11,13 @@ from typing import Any
 import numpy as np
 import pytest
 
-from .grid_slice import grid_slice
+from .grid_slice import bench_module, grid_slice
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def _bench() -> Any:
-    spec = importlib.util.spec_from_file_location(
-        "lead_time_bench", ROOT / "bench" / "lead_time_bench.py"
-    )
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod  # its dataclasses look their module up
-    spec.loader.exec_module(mod)
-    return mod
+    return bench_module("lead_time_bench")
 
 
 lt = _bench()

@@ -4,7 +4,6 @@ the ground truth (every policy replayed through its own classes, the table writt
 
 from __future__ import annotations
 
-import importlib.util
 import math
 import sys
 from pathlib import Path
@@ -16,20 +15,13 @@ from hypothesis import strategies as st
 
 from correction import names as N
 
-from .grid_slice import grid_slice
+from .grid_slice import bench_module, grid_slice
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def _bench() -> Any:
-    spec = importlib.util.spec_from_file_location(
-        "leaderboard_bench", ROOT / "bench" / "leaderboard_bench.py"
-    )
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod  # its dataclasses look their module up
-    spec.loader.exec_module(mod)
-    return mod
+    return bench_module("leaderboard_bench")
 
 
 lb = _bench()
