@@ -1,10 +1,14 @@
-"""Suite-wide pytest setup: ``gpu`` tests skip without CUDA; one PostgreSQL user fixture."""
+"""Suite-wide pytest setup: ``gpu`` tests skip without CUDA; a PostgreSQL user fixture, and
+a private PostgreSQL server (``private_pg``) a test may stop and start."""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 
 import pytest
+
+from tests.orchestrator.pg_server import PrivatePostgres
 
 
 def _has_cuda() -> bool:
@@ -48,3 +52,12 @@ def pg_user() -> str:
     if os.environ.get("GAPWATCH_REQUIRE_PG"):
         pytest.fail(f"PostgreSQL at {PG_HOST}:{PG_PORT} is required (GAPWATCH_REQUIRE_PG=1)")
     pytest.skip(f"no PostgreSQL server at {PG_HOST}:{PG_PORT}")
+
+
+@pytest.fixture
+def private_pg() -> Iterator[PrivatePostgres]:
+    why = PrivatePostgres.available()
+    if why is not None:
+        pytest.skip(why)
+    with PrivatePostgres() as pg:
+        yield pg

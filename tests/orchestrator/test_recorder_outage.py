@@ -137,15 +137,6 @@ def _sent(mon: Monitor) -> dict[str, int]:
     return {k: f.watcher.last_step or 0 for k, f in mon.followed.items()}
 
 
-@pytest.fixture
-def private_pg() -> Iterator[PrivatePostgres]:
-    why = PrivatePostgres.available()
-    if why is not None:
-        pytest.skip(why)
-    with PrivatePostgres() as pg:
-        yield pg
-
-
 def test_postgres_stopped_and_started_loses_nothing(
     private_pg: PrivatePostgres, tmp_path: Path
 ) -> None:

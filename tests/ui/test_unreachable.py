@@ -4,8 +4,6 @@ one line (URL masked) instead of a traceback, and show the store again once it i
 
 from __future__ import annotations
 
-import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -14,22 +12,11 @@ from streamlit.testing.v1 import AppTest
 
 import ui
 from store import open_store
+from tests.orchestrator.pg_server import PrivatePostgres
 from ui.source import ENV_URL
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "orchestrator"))
-from pg_server import PrivatePostgres  # noqa: E402  (a helper beside the orchestrator tests)
 
 APP = str(Path(ui.__file__).with_name("app.py"))
 SECRET = "hunter2"
-
-
-@pytest.fixture
-def private_pg() -> Iterator[PrivatePostgres]:
-    why = PrivatePostgres.available()
-    if why is not None:
-        pytest.skip(why)
-    with PrivatePostgres() as pg:
-        yield pg
 
 
 def _page(monkeypatch: pytest.MonkeyPatch, url: str) -> tuple[AppTest, str]:
