@@ -219,6 +219,9 @@ class Rule:
     """Trainer steps at the start of training during which the rule only continues: it
     decides at steps after ``grace`` (steps are the trainer's own numbers, whatever the
     logging interval; a log logged every 5th step has no row inside a grace of 2)."""
+    action: Literal["stop", "warn"] = "stop"
+    """What the rule does when it fires: ``stop`` the run, or only ``warn`` (recorded and
+    shown like a stop, the run goes on; the ``warn`` rules preset)."""
 
     def sources(self) -> tuple[frozenset[str], ...]:
         """The metric sets that can feed this rule as configured: ``feeds``, unless a
@@ -260,7 +263,10 @@ class Rule:
         # If still in grace period, do not decide yet
         if step <= self.grace:
             return self._go_on(step)
-        return self.decide(state, row, control, step)
+        d = self.decide(state, row, control, step)
+        if d.action == "stop" and self.action == "warn":
+            return dataclasses.replace(d, action="warn")
+        return d
 
     def update(self, state: Any, row: Row, control: ControlView, step: int) -> None:
         """Fold the step into the state (override)."""

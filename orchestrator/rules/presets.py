@@ -16,6 +16,23 @@ from typing import Any, Final
 
 from workers.validation import check_name
 
+_ALL_RULES: Final = (
+    "constant_advantage",
+    "entropy_collapse",
+    "ess_collapse",
+    "gap_vs_control",
+    "grad_norm_blowup",
+    "kl_blowup",
+    "length_at_cap",
+    "length_collapse",
+    "length_runaway",
+    "non_finite",
+    "post_tool_tail_growth",
+    "score_collapse",
+)
+"""Every built-in rule (``tests/orchestrator/test_rules.py`` checks it against the
+registry; the registry is not imported here, so presets load before the library)."""
+
 KEY: Final = "preset"
 """The key of a ``rules:`` section that names a preset (no rule is called this)."""
 
@@ -26,6 +43,13 @@ PRESETS: Final[dict[str, dict[str, dict[str, Any]]]] = {
         "score_collapse": {"enabled": False},
         "post_tool_tail_growth": {"enabled": False},
         "ess_collapse": {"enabled": False},
+    },
+    "warn": {
+        **{rule: {"enabled": False} for rule in _ALL_RULES},
+        "non_finite": {"action": "warn"},
+        "ess_collapse": {"floor": 0.5, "k": 1, "baseline_steps": None, "action": "warn"},
+        "constant_advantage": {"frac": 0.9, "k": 2, "saturation": None, "action": "warn"},
+        "length_runaway": {"clip_level": 0.2, "budget_frac": 0.7, "k": 1, "action": "warn"},
     },
 }
 """Preset name -> rule settings.
@@ -56,6 +80,19 @@ the ground truth's 132 treatments, 11 corrections x 3 top-k strengths x 4 seeds)
 Cost: a dead run runs 3 steps longer than under the defaults (5 steps without signal, not
 2): on the ground truth 85% of the trial-steps of running every run to the end, against
 the defaults' 65%; every run it stops has collapsed (69 of 113 collapses stopped).
+
+``warn``: warnings only, tuned for lead; nothing is stopped. Four rules, each with
+``action: warn``, the others off: ``non_finite`` as by default, and three made more
+sensitive: ``ess_collapse`` (the mismatch's post-tool ESS under 0.5, one step, no
+early-level guard), ``constant_advantage`` (90% of groups without signal for 2 steps, no
+saturation test) and ``length_runaway`` (20% of actions cut or 70% of the budget, one
+step). These three are the warn set ``bench/lead_time_bench.py``
+picks on the ground truth's calibration seeds 0-1 (the settings that fire before onset on
+the most collapsed runs with no dense control and at most 20% of healthy treatments
+fired). On held-out seeds 2-3 it warned on 56 of 56 collapses, median 2 steps before
+onset, and on 1 of 6 dense controls and 3 of 7 healthy treatments
+(bench/results/lead_time_bench.md): a warning asks a person to look, not a verdict. For
+a sweep you watch yourself, or beside a stopping sweep's results in the UI.
 """
 
 

@@ -119,7 +119,7 @@ def test_unknown_rule_lists_valid(tmp_path: Path) -> None:
 
 def test_unknown_rule_parameter(tmp_path: Path) -> None:
     line = _bad(tmp_path, rules={"score_collapse": {"kk": 2}})
-    assert "unknown parameter 'kk'; valid: grace, k" in line
+    assert "unknown parameter 'kk'; valid: grace, action, k" in line
 
 
 def test_unknown_key_rejected(tmp_path: Path) -> None:

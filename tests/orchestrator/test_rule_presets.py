@@ -1,7 +1,8 @@
-"""Rule presets (``rules: {preset: ranking}``): what they set, how a section overrides
-them, one-line errors through the real CLI, and the ranking preset on recorded runs of
-the ground truth (a stall the defaults stop is kept; a dead run is stopped with its
-leaderboard score at the dead level)."""
+"""Rule presets (``rules: {preset: ranking}``, ``{preset: warn}``): what they set, how a
+section overrides them, one-line errors through the real CLI, the ranking preset on
+recorded runs of the ground truth (a stall the defaults stop is kept; a dead run is stopped
+with its leaderboard score at the dead level), and the warn preset (warns before the stop
+set would stop, never stops)."""
 
 from __future__ import annotations
 
@@ -72,8 +73,8 @@ def test_section_overrides_preset() -> None:
 @pytest.mark.parametrize(
     ("section", "needle"),
     [
-        ({"preset": "rank"}, "unknown rules preset 'rank'; valid: default, ranking"),
-        ({"preset": 3}, "unknown rules preset 3; valid: default, ranking"),
+        ({"preset": "rank"}, "unknown rules preset 'rank'; valid: default, ranking, warn"),
+        ({"preset": 3}, "unknown rules preset 3; valid: default, ranking, warn"),
         ({"preset": "ranking", "constant_advantage": {"kk": 1}}, "unknown parameter 'kk'"),
     ],
 )
@@ -112,3 +113,45 @@ def test_ranking_preset_keeps_a_stall_and_stops_the_dead() -> None:
     assert sum(scores[-5:]) / 5 < 0.05  # ground_truth.COLLAPSED_BELOW
     defaults_view = [r[N.SCORE_MEAN] for r in history(dead) if r["step"] <= default]
     assert sum(defaults_view[-5:]) / 5 >= 0.05  # the defaults' stop reads it as alive
+
+
+def test_every_rule_is_named_in_the_presets_table() -> None:
+    assert sorted(presets._ALL_RULES) == rules.names()
+
+
+def first_warning(ruleset: rules.RuleSet, run: str, control: str) -> tuple[int | None, bool]:
+    """The step of the run's first warning or stop, and whether anything stopped it."""
+    w = ruleset.watch()
+    for row in history(control):
+        w.control(row)
+    first = None
+    for row in history(run):
+        if w.step(row) and first is None:
+            first = int(row["step"])
+    return first, w.first_stop is not None
+
+
+def test_warn_preset_warns_early_and_never_stops() -> None:
+    warn = rules.build({"preset": "warn"})
+    assert {r.name for r in warn.rules} == {
+        "ess_collapse", "constant_advantage", "length_runaway", "non_finite"}  # fmt: skip
+    assert all(r.action == "warn" for r in warn.rules)
+    # a run the codec kills (top-k 5%, no correction; onset at step 6): warned before
+    # the default stop set stops it, and never stopped
+    dead, ctl = "s2-topk_keep0.05-none", "s2-control"
+    warned, stopped = first_warning(warn, dead, ctl)
+    stop = first_stop(rules.build(), dead, ctl)
+    assert warned is not None and stop is not None and warned < stop
+    assert not stopped
+    # a healthy dense control is not warned
+    assert first_warning(warn, "s2-control", "s2-control") == (None, False)
+
+
+def test_action_warn_turns_a_rules_stop_into_a_warning() -> None:
+    dead, ctl = "s0-topk_keep0.05-none", "s0-control"
+    stop = first_stop(rules.build().select(["score_collapse"]), dead, ctl)
+    as_warning = rules.build({"score_collapse": {"action": "warn"}}).select(["score_collapse"])
+    assert stop is not None
+    assert first_warning(as_warning, dead, ctl) == (stop, False)
+    with pytest.raises(ValueError, match="action"):
+        rules.build({"score_collapse": {"action": "pause"}})

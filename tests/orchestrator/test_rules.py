@@ -82,7 +82,7 @@ def test_registry_names_and_metrics() -> None:
     assert rules.needs_control("gap_vs_control") and not rules.needs_control("score_collapse")
     with pytest.raises(ValueError, match="unknown rule 'nope'; valid: constant_advantage"):
         rules.get("nope")
-    with pytest.raises(ValueError, match="unknown parameter 'kk'; valid: grace, k, drop"):
+    with pytest.raises(ValueError, match="unknown parameter 'kk'; valid: grace, action, k, drop"):
         rules.get("score_collapse", kk=1)
     with pytest.raises(ValueError, match="registered twice"):
         rules.register("score_collapse")(type(rules.get("score_collapse")))
@@ -488,7 +488,7 @@ def test_build_from_yaml_settings() -> None:
     assert rules.build({"score_collapse": None}).names() == rules.names()
     for bad, match in [
         ({"nope": {}}, "unknown rule 'nope'; valid: constant_advantage"),
-        ({"score_collapse": {"kk": 1}}, "unknown parameter 'kk'; valid: grace, k"),
+        ({"score_collapse": {"kk": 1}}, "unknown parameter 'kk'; valid: grace, action, k"),
         ({"score_collapse": {"enabled": "no"}}, "enabled must be true or false"),
         ({"score_collapse": 3}, "must be a mapping"),
         (["score_collapse"], "must be a mapping"),
