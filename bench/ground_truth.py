@@ -2,6 +2,8 @@
 
     .venv/bin/python bench/ground_truth.py --gzip     # the full grid (hours on 2 shared cores)
     .venv/bin/python bench/ground_truth.py --quick    # a small grid, minutes
+    .venv/bin/python bench/ground_truth.py --gzip --grid drift   # with the drift figures
+    .venv/bin/python bench/ground_truth.py --gzip --grid long    # the long preset
 
 Runs one dense control per seed and (seed x codec strength x correction) treatments of
 the quick preset directly through ``workers.train`` in a pool of ``--workers`` processes
@@ -102,6 +104,20 @@ class Grid:
 
 FULL = Grid(list(range(8)), [0, 1, 2, 3], STRENGTHS, CORRECTIONS, 30)
 QUICK = Grid([0, 1], [0, 1], [STRENGTHS[0], STRENGTHS[-1]], [CORRECTIONS[0], CORRECTIONS[1]], 6)
+DRIFT = Grid(
+    [0, 1, 2, 3],
+    [0, 1, 2, 3],
+    STRENGTHS,
+    [CORRECTIONS[0], CORRECTIONS[1], CORRECTIONS[4]],
+    30,
+)
+"""The full grid's design with fewer corrections (none, TIS C=2 and the tight IcePop band,
+the winner at top-k 50%), recorded after the drift figures were added (``ref_drift`` and
+``ppo`` tails and ESS per slice), for the lead-time bench's question: do they lead?"""
+LONG = Grid(list(range(8)), [0, 1, 2, 3], STRENGTHS, [CORRECTIONS[0]], 30, {"preset": "long"})
+"""The ``long`` preset (``add_chain``, 8-12 tool calls an episode): 8 dense controls and,
+per seed, the three codec strengths uncorrected."""
+GRIDS: dict[str, Grid] = {"full": FULL, "quick": QUICK, "drift": DRIFT, "long": LONG}
 
 
 @dataclass(frozen=True)
@@ -290,7 +306,8 @@ def report(grid: Grid, out: Path, command: str, wall_s: float | None) -> str:
         f"(the slowest {max(r_wall.values()):.0f} s)"
         if r_wall
         else "- run time: not recorded",
-        f"- grid: quick preset{' + ' + json.dumps(grid.common) if grid.common else ''}, "
+        f"- grid: {grid.common.get('preset', 'quick')} preset"
+        f"{' + ' + json.dumps(extra) if (extra := _overrides(grid)) else ''}, "
         f"{grid.steps} steps, 1 torch thread per run; controls on seeds "
         f"{grid.control_seeds}, treatments on seeds {grid.seeds}; {len(done)} of "
         f"{len(all_specs)} runs finished; histories and `index.json` in `{_rel(out)}`",
@@ -301,8 +318,9 @@ def report(grid: Grid, out: Path, command: str, wall_s: float | None) -> str:
         "and >= 0.3, and never below zero two steps running.",
         "",
         "| run | steps 1-3 mean | last-10 mean | ratio | min score "
-        "| below zero 2 steps running | meets all |",
-        "|---|---|---|---|---|---|---|",
+        "| below zero 2 steps running | meets all | tool calls, steps 1-3 -> last 10 "
+        "| post-tool share of tokens |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     controls = [s for s in all_specs if s.role == "control" and s.run in done]
     n_ok = 0
@@ -312,7 +330,8 @@ def report(grid: Grid, out: Path, command: str, wall_s: float | None) -> str:
         lines.append(
             f"| {s.run} | {c['first3']:+.3f} | {c['last10']:+.3f} | {c['ratio']:.2f} | "
             f"{c['min']:+.3f} | {'yes' if c['twice_below'] else 'no'} | "
-            f"{'yes' if c['learns'] else 'NO'} |"
+            f"{'yes' if c['learns'] else 'NO'} | {_early_late(hist[s.run], N.TOOL_CALLS, '.1f')} "
+            f"| {_early_late(hist[s.run], N.POST_TOOL_TOKEN_FRAC, '.0%')} |"
         )
     lines += [
         "",
@@ -425,6 +444,18 @@ def leaderboard(
     return out
 
 
+def _overrides(grid: Grid) -> dict[str, Any]:
+    return {k: v for k, v in grid.common.items() if k != "preset"}
+
+
+def _early_late(rows: list[dict[str, Any]], name: str, fmt: str) -> str:
+    """``a -> b``: a figure's mean over steps 1-3 and over the last 10 (``-`` if unlogged)."""
+    vals = [float(r[name]) for r in rows if r.get(name) is not None]
+    if len(vals) < 10:
+        return "-"
+    return f"{statistics.mean(vals[:3]):{fmt}} -> {statistics.mean(vals[-10:]):{fmt}}"
+
+
 def _step1_gap(
     all_specs: list[Spec], hist: dict[str, list[dict[str, Any]]], done: set[str], st: str
 ) -> str:
@@ -462,7 +493,7 @@ def write_index(grid: Grid, out: Path, command: str, walls: dict[str, float]) ->
         d.update({k: round(v, 4) if isinstance(v, float) else v for k, v in f.items()})
         runs.append(d)
     index = {
-        "preset": "quick",
+        "preset": grid.common.get("preset", "quick"),
         "steps": grid.steps,
         "common": grid.common,
         "threads_per_run": 1,
@@ -477,23 +508,35 @@ def write_index(grid: Grid, out: Path, command: str, walls: dict[str, float]) ->
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument(
-        "--quick", action="store_true", help="2 seeds, 2 strengths, 2 corrections, 6 steps"
+        "--grid",
+        choices=sorted(GRIDS),
+        default="full",
+        help="full (the rules' ground truth), quick (2 seeds, 2 strengths, 2 corrections, 6 "
+        "steps), drift (with the drift figures, 3 corrections) or long (the long preset)",
     )
+    ap.add_argument("--quick", action="store_true", help="the same as --grid quick")
     ap.add_argument(
-        "--out", type=Path, help="results folder (default bench/results/ground_truth/{grid,quick})"
+        "--out",
+        type=Path,
+        help="results folder (default bench/results/ground_truth/{grid,quick,drift,long})",
     )
     ap.add_argument(
         "--md",
         type=Path,
-        help="report (default bench/results/ground_truth.md; --quick: OUT/ground_truth.md)",
+        help="report (default bench/results/ground_truth[-GRID].md; quick: OUT/ground_truth.md)",
     )
     ap.add_argument("--workers", type=int, default=2, help="processes, 1 torch thread each")
     ap.add_argument("--gzip", action="store_true", help="write histories as .jsonl.gz")
     ap.add_argument("--report-only", action="store_true", help="no runs: report what OUT holds")
     args = ap.parse_args()
-    grid = QUICK if args.quick else FULL
-    out = args.out or RESULTS / "ground_truth" / ("quick" if args.quick else "grid")
-    md = args.md or (out / "ground_truth.md" if args.quick else RESULTS / "ground_truth.md")
+    name = "quick" if args.quick else args.grid
+    grid = GRIDS[name]
+    out = args.out or RESULTS / "ground_truth" / ("grid" if name == "full" else name)
+    md = args.md or (
+        out / "ground_truth.md"
+        if name == "quick"
+        else RESULTS / ("ground_truth.md" if name == "full" else f"ground_truth-{name}.md")
+    )
     command = " ".join([".venv/bin/python bench/ground_truth.py", *map(shlex.quote, sys.argv[1:])])
 
     t0 = time.perf_counter()

@@ -24,7 +24,8 @@ Then two sets: the **stop set** (today's defaults, tuned for no false stop) and 
 set** tuned on the calibration seeds for lead: per rule, the setting of a grid that
 fires before onset on the most collapsed runs with no dense control and at most
 ``--warn-false`` of the healthy treatments fired; then rules added greedily while the set
-as a whole keeps that budget. The warn set stays in this bench (it is not a preset).
+as a whole keeps that budget. The ``warn`` rules preset is the set chosen on the full
+ground truth, with ``action: warn``; its row is measured too.
 
 Per signal or rule, over collapsed held-out runs: how many fire, the lead (first fire -
 onset, negative = before onset) median and worst, the fraction firing before onset, and
@@ -123,11 +124,17 @@ def ratio(num: str, den: str) -> Callable[[db.Run, dict[int, db.Row]], Series]:
     return f
 
 
-def excess_tail_growth(run: db.Run, ctl: dict[int, db.Row]) -> Series:
+def excess_tail_growth(
+    ratio_: N.Ratio = "mismatch",
+) -> Callable[[db.Run, dict[int, db.Row]], Series]:
     """Post-tool p95 growth over the text slice's (``post_tool_tail_growth``'s excess)."""
-    post = dict(growth(N.tail("post_tool", "p95"))(run, ctl))
-    text = dict(growth(N.tail("text", "p95"))(run, ctl))
-    return [(s, post[s] / max(text[s], 1.0)) for s in post if s in text]
+
+    def f(run: db.Run, ctl: dict[int, db.Row]) -> Series:
+        post = dict(growth(N.tail("post_tool", "p95", ratio_))(run, ctl))
+        text = dict(growth(N.tail("text", "p95", ratio_))(run, ctl))
+        return [(s, post[s] / max(text[s], 1.0)) for s in post if s in text]
+
+    return f
 
 
 def below_control(run: db.Run, ctl: dict[int, db.Row]) -> Series:
@@ -156,12 +163,37 @@ def below_early(run: db.Run, ctl: dict[int, db.Row]) -> Series:
     return [(int(r["step"]), (early - float(r[N.SCORE_MEAN])) / unit) for r in rows[EARLY:]]
 
 
+def drift_signals(ratio_: N.Ratio) -> list[Signal]:
+    """The same views of the policy-vs-reference (``ref_drift``) or PPO-ratio (``ppo``)
+    log-ratio as of the mismatch: per-slice tails and their growth, the post-tool excess
+    growth, per-slice ESS and its fall, and the mean log-ratio per slice."""
+    return [
+        *(Signal(N.tail(sl, q, ratio_), True, level(N.tail(sl, q, ratio_)))
+          for sl in ("post_tool", "text") for q in ("p95", "p99")),
+        *(Signal(f"{N.tail(sl, 'p95', ratio_)} growth", True, growth(N.tail(sl, "p95", ratio_)))
+          for sl in ("post_tool", "text")),
+        Signal(f"{ratio_}: post-tool p95 growth / text p95 growth", True,
+               excess_tail_growth(ratio_)),
+        *(Signal(N.ess(sl, ratio_), False, level(N.ess(sl, ratio_))) for sl in N.SLICES),
+        Signal(f"{N.ess('post_tool', ratio_)} growth", False, growth(N.ess("post_tool", ratio_))),
+    ]  # fmt: skip
+
+
+DRIFT_SIGNALS: list[Signal] = [
+    *drift_signals("ref_drift"),
+    *(Signal(N.sliced(N.REF_LOG_RATIO_MEAN, sl), True, level(N.sliced(N.REF_LOG_RATIO_MEAN, sl)))
+      for sl in N.SLICES),
+    *drift_signals("ppo"),
+]  # fmt: skip
+"""The drift families (issue 20): the policy against its frozen reference, the TRL
+diagnostics' ``|log pi_theta / pi_ref|`` tails, and the PPO ratio over the update."""
+
 SIGNALS: list[Signal] = [
     *(Signal(f"{N.tail(sl, q)}", True, level(N.tail(sl, q)))
       for sl in ("post_tool", "text") for q in ("p95", "p99")),
     *(Signal(f"{N.tail(sl, q)} growth", True, growth(N.tail(sl, q)))
       for sl in ("post_tool", "text") for q in ("p95", "p99")),
-    Signal("post-tool p95 growth / text p95 growth", True, excess_tail_growth),
+    Signal("post-tool p95 growth / text p95 growth", True, excess_tail_growth()),
     Signal(N.sliced(N.ABS_LOG_RATIO_MEAN, "post_tool"), True,
            level(N.sliced(N.ABS_LOG_RATIO_MEAN, "post_tool"))),
     Signal(N.ABS_LOG_RATIO_MEAN, True, level(N.ABS_LOG_RATIO_MEAN)),
@@ -189,8 +221,11 @@ SIGNALS: list[Signal] = [
     Signal(N.PG_CLIPFRAC, True, level(N.PG_CLIPFRAC)),
     Signal("score below control (spreads)", True, below_control),
     Signal("score below own early level (spreads)", True, below_early),
+    *DRIFT_SIGNALS,
 ]  # fmt: skip
-"""The signals measured: metric names from ``correction.names`` the ground truth logs."""
+"""The signals measured: metric names from ``correction.names`` the ground truth logs. A
+signal whose figures a ground truth lacks (the drift families before they were logged)
+has no threshold there and is left out of its tables."""
 
 
 # --- firing and scoring ------------------------------------------------------------------
@@ -505,15 +540,17 @@ def main() -> int:
     chosen = warn_set(cal, args.warn_false)
     stop = db.gapwatch(rules.build(), held, fires=False)
     warn = db.gapwatch(rules.build(settings_of(chosen)), held, fires=True) if chosen else {}
+    preset = db.gapwatch(rules.build({"preset": "warn"}), held, fires=True)
     sets = [
         lead("stop set (today's defaults; first stop)", "tuned for no false stop", stop, held),
         lead("warn set (first warning)", "tuned for lead, calibration seeds", warn, held),
         lead("warn set, calibration seeds", "in-sample", merged(chosen), cal),
+        lead("`rules: {preset: warn}` (first warning)", "the shipped warn preset", preset, held),
     ]
     wall = time.perf_counter() - t0
     sweeps = sorted({r.sweep for r in runs})
     post_tool = [x for x in sig if x.name.startswith(POST_TOOL_TAILS) and x not in sig[:TOP]]
-    by_strength = [*sig[:TOP], *post_tool, *per_rule, *sets[:2]]
+    by_strength = [*sig[:TOP], *post_tool, *per_rule, sets[0], sets[1], sets[3]]
     held_seeds = sorted({r.seed for r in held if r.role == "treatment"})
     cal_seeds = sorted({r.seed for r in cal if r.role == "treatment"})
     n_healthy = unique_healthy(cal)
@@ -563,8 +600,9 @@ def main() -> int:
         "",
         "Warn set: "
         + ("; ".join(f"`{c.rule}` ({fmt_params(c.params)})" for c in chosen) or "none")
-        + ". As a `rules:` section it would stop; it is kept in this bench as a warning "
-        "set, not offered as a preset.",
+        + ". The `warn` rules preset (`orchestrator/rules/presets.py`) holds the set "
+        "chosen on `bench/results/ground_truth/grid`, each rule with `action: warn` (it "
+        "warns, never stops); its own row is last.",
         "",
         *HEAD,
         *(s.row() for s in sets),
