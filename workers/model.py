@@ -8,11 +8,13 @@
 - a directory: ``AutoModelForCausalLM``/``AutoTokenizer`` from it (local files only); if
   ``warm_start_steps > 0`` it is warm-started the same way.
 
-**The quick preset's warm start is shipped** (``workers/assets/quick``, with the sha256 of
-every file and the figures it was accepted on): whether the tiny model learns to copy the
-tool's result sits on a knife edge of floating-point summation order (built with 1 torch
-thread it solves nothing, with 2 it solves 15%), so every machine starts from the same
-bytes instead of building its own. ``bench/build_warmstart.py`` rebuilt it.
+**The quick and long presets' warm starts are shipped** (``workers/assets/quick`` and
+``workers/assets/long``, with the sha256 of every file and the figures each was accepted
+on): whether the tiny model learns to copy the tool's result sits on a knife edge of
+floating-point summation order (the quick one built with 1 torch thread solves nothing,
+with 2 it solves 15%; the long one solved 24% on an AMD EPYC and 8% on an Intel Xeon,
+both with 1 thread), so every machine starts from the same bytes instead of building its
+own. ``bench/build_warmstart.py --preset quick|long`` built them.
 
 Any other warm start is built at run time, saved with ``save_pretrained`` to
 ``$GAPWATCH_CACHE/warmstart/<hash of its config>`` (default ``~/.cache/gapwatch``) once
@@ -56,8 +58,11 @@ WARMSTART_VERSION: Final = 3
 """Bump when warm-start code changes, so stale caches are not reused."""
 CHARS: Final = "0123456789+-*/=<>:;.,?!()_ \nabcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
 SPECIALS: Final = ("[PAD]", "[BOS]", "[EOS]", "[UNK]")
-SHIPPED: Final = Path(__file__).resolve().parent / "assets" / "quick"
+ASSETS: Final = Path(__file__).resolve().parent / "assets"
+SHIPPED: Final = ASSETS / "quick"
 """The shipped warm start of the quick preset (weights, tokenizer, ``gapwatch_warmstart.json``)."""
+SHIPPED_LONG: Final = ASSETS / "long"
+"""The shipped warm start of the long preset (``add_chain``), likewise."""
 INFO_FILE: Final = "gapwatch_warmstart.json"
 """Beside a warm start's weights: its config key, gate figures and (shipped) file hashes."""
 GATE_EPISODES: Final = 128
@@ -164,14 +169,17 @@ def ensure_warm_start(cfg: RunConfig) -> Path:
     """Path of the warm-started model: the shipped one where ``cfg`` asks for exactly it,
     else built once under a file lock (and gated) if missing from the cache."""
     key = warm_start_key(cfg)
-    if key == SHIPPED_KEY:
-        return verified_shipped()
+    shipped = {SHIPPED_KEY: SHIPPED, SHIPPED_LONG_KEY: SHIPPED_LONG}.get(key)
+    if shipped is not None:
+        return verified_shipped(shipped)
     return _saved_once(cache_root() / "warmstart" / key, lambda: _build_warm_start(cfg))
 
 
 SHIPPED_KEY: Final = "6c27bef85202b647"
 """``warm_start_key`` of the quick preset: the config the shipped warm start stands for
 (its ``gapwatch_warmstart.json`` says the same; a test checks both)."""
+SHIPPED_LONG_KEY: Final = "7e6c93f4dc5c36c1"
+"""``warm_start_key`` of the long preset, likewise."""
 
 
 _VERIFIED: set[Path] = set()
@@ -183,26 +191,24 @@ def verified_shipped(root: Path | None = None) -> Path:
     root = SHIPPED if root is None else root
     if root in _VERIFIED:
         return root
+    fix = (
+        f"reinstall gapwatch (git checkout workers/assets/{root.name}) or rebuild it with "
+        f"python bench/build_warmstart.py --preset {root.name}"
+    )
     if not (root / INFO_FILE).is_file():
         raise WarmStartError(
-            f"the shipped warm start is missing ({root / INFO_FILE} not found); reinstall "
-            "gapwatch (git checkout workers/assets/quick) or rebuild it with "
-            "python bench/build_warmstart.py"
+            f"the shipped warm start is missing ({root / INFO_FILE} not found); {fix}"
         )
     info = json.loads((root / INFO_FILE).read_text())
     for name, want in sorted(info["sha256"].items()):
         f = root / name
         if not f.is_file():
-            raise WarmStartError(
-                f"the shipped warm start is incomplete: {f} is missing; reinstall gapwatch "
-                "(git checkout workers/assets/quick) or rebuild it with python bench/build_warmstart.py"
-            )
+            raise WarmStartError(f"the shipped warm start is incomplete: {f} is missing; {fix}")
         got = hashlib.sha256(f.read_bytes()).hexdigest()
         if got != want:
             raise WarmStartError(
                 f"the shipped warm start is corrupted: {f} has sha256 {got[:12]}..., expected "
-                f"{want[:12]}...; reinstall gapwatch (git checkout workers/assets/quick) or "
-                "rebuild it with python bench/build_warmstart.py"
+                f"{want[:12]}...; {fix}"
             )
     _VERIFIED.add(root)
     return root

@@ -1,5 +1,5 @@
-"""The quick preset's shipped warm start, its hash check, and the quality gate of a warm
-start built at run time."""
+"""The quick and long presets' shipped warm starts, their hash check, and the quality gate
+of a warm start built at run time."""
 
 from __future__ import annotations
 
@@ -19,20 +19,24 @@ from workers.probe import Quality
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_the_quick_preset_starts_from_the_shipped_weights_whatever_the_cache(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize(
+    ("preset", "shipped", "key"),
+    [("quick", M.SHIPPED, M.SHIPPED_KEY), ("long", M.SHIPPED_LONG, M.SHIPPED_LONG_KEY)],
+)
+def test_a_preset_starts_from_its_shipped_weights_whatever_the_cache(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, preset: str, shipped: Path, key: str
 ) -> None:
     monkeypatch.setenv("GAPWATCH_CACHE", str(tmp_path / "empty"))
-    cfg = RunConfig.preset("quick", seed=3, num_threads=1)
-    assert M.ensure_warm_start(cfg) == M.SHIPPED
+    cfg = RunConfig.preset(preset, seed=3, num_threads=1)
+    assert M.ensure_warm_start(cfg) == shipped
     assert not (tmp_path / "empty").exists()  # nothing built, nothing cached
-    info = json.loads((M.SHIPPED / M.INFO_FILE).read_text())
-    assert info["key"] == M.warm_start_key(cfg) == M.SHIPPED_KEY
+    info = json.loads((shipped / M.INFO_FILE).read_text())
+    assert info["key"] == M.warm_start_key(cfg) == key
     # the figures it was accepted on pass the preset's own gate
     assert info["gate"]["success"] >= cfg.warm_start_min_success
     assert info["gate"]["copied"] >= cfg.warm_start_min_copied
     # a config whose warm start differs is built, not served the shipped one
-    other = RunConfig.preset("quick", warm_start_seed=1)
+    other = RunConfig.preset(preset, warm_start_seed=1)
     assert M.warm_start_key(other) != info["key"]
 
 
