@@ -385,8 +385,13 @@ def main() -> int:
     ap.add_argument("--truth", type=Path, default=TRUTH)
     ap.add_argument("--quick", action="store_true", help="two seeds of each sweep")
     ap.add_argument("--no-rlwatch", action="store_true")
-    ap.add_argument("--out", type=Path, default=OUT)
+    ap.add_argument("--out", type=Path, default=None,
+                    help="default: bench/results/detection_bench.md; with another --truth "
+                    "detection_bench-<its folder>.md")  # fmt: skip
     args = ap.parse_args()
+    other = args.truth.resolve() != TRUTH.resolve()
+    if args.out is None:
+        args.out = OUT.with_name(f"{OUT.stem}-{args.truth.name}.md") if other else OUT
     t0 = time.perf_counter()
     runs = load(args.truth, args.quick)
     scores = evaluate(runs, with_rlwatch=not args.no_rlwatch)
@@ -396,12 +401,14 @@ def main() -> int:
     target = (default.caught == default.collapses and all(d <= 2 for d in default.delays)
               and default.false_stops == 0)  # fmt: skip
     lines = [
-        "## Are the stops right? (bench/detection_bench.py)",
+        "## Are the stops right? (bench/detection_bench.py)"
+        + (f": {args.truth.name} grid" if other else ""),
         "",
         f"- machine: {machine()}",
         f"- date: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}",
-        f"- command: `python bench/detection_bench.py{' --quick' if args.quick else ''}`"
-        f" ({wall:.0f} s)",
+        f"- command: `python bench/detection_bench.py{' --quick' if args.quick else ''}"
+        f"{f' --truth {rel(args.truth)}' if other else ''}"
+        f"{' --no-rlwatch' if args.no_rlwatch else ''}` ({wall:.0f} s)",
         f"- ground truth: {len(runs)} runs from `{rel(args.truth)}` "
         f"({sum(r.role == 'control' for r in runs)} controls), {len(collapsed)} collapsed "
         f"(last-5-step mean score < {ground_truth.COLLAPSED_BELOW}; onset: the first step the "

@@ -114,7 +114,7 @@ DRIFT = Grid(
 """The full grid's design with fewer corrections (none, TIS C=2 and the tight IcePop band,
 the winner at top-k 50%), recorded after the drift figures were added (``ref_drift`` and
 ``ppo`` tails and ESS per slice), for the lead-time bench's question: do they lead?"""
-LONG = Grid(list(range(8)), [0, 1, 2, 3], STRENGTHS, [CORRECTIONS[0]], 30, {"preset": "long"})
+LONG = Grid(list(range(8)), list(range(8)), STRENGTHS, [CORRECTIONS[0]], 30, {"preset": "long"})
 """The ``long`` preset (``add_chain``, 8-12 tool calls an episode): 8 dense controls and,
 per seed, the three codec strengths uncorrected."""
 GRIDS: dict[str, Grid] = {"full": FULL, "quick": QUICK, "drift": DRIFT, "long": LONG}

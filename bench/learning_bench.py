@@ -4,9 +4,10 @@
         [--cores 2] [--fresh] [--compressed] [--steps N]
 
 ``--preset long`` is the long-horizon task (``add_chain``, 8-12 tool calls an episode): its
-warm start is built once, here, before the runs (cached under ``$GAPWATCH_CACHE``; its build
-time and gate figures are reported), and each run also reports the share of its tokens
-written after a tool result. ``--compressed`` adds, per seed, the same run with the quick
+warm start (shipped, ``workers/assets/long``; a changed config's is built once, here, before
+the runs) is reported with its gate figures, and each run also reports the share of its
+tokens written after a tool result. (``bench/ground_truth.py --grid long`` records the same
+dense runs and the compressed ones at three strengths.) ``--compressed`` adds, per seed, the same run with the quick
 codec (top-k 5%, no correction) and its fate (``bench/ground_truth.fate``: collapsed = last-5
 mean below 0.05, onset = the first step from which it stays below). ``--steps`` shortens
 the runs (a smoke test; the criteria need at least 10 steps).
@@ -34,6 +35,8 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
@@ -59,10 +62,18 @@ def history(
     compressed: bool = False,
     steps: int = 0,
     runs: Path = RUNS,
+    sets: dict[str, Any] | None = None,
 ) -> Path:
-    """Where a run's rows are kept (the quick preset's dense runs where they always were)."""
+    """Where a run's rows are kept (the quick preset's dense runs where they always were;
+    runs with ``--set`` overrides in a folder named after them)."""
     tag = f"s{seed}-t{threads}{'-topk' if compressed else ''}{f'-n{steps}' if steps else ''}"
-    return (runs if preset == "quick" else runs / preset) / f"{tag}.jsonl.gz"
+    folder = runs if preset == "quick" and not sets else runs / (preset + set_tag(sets))
+    return folder / f"{tag}.jsonl.gz"
+
+
+def set_tag(sets: dict[str, Any] | None) -> str:
+    """``-lr=0.0002,warm_start_batch=32`` for ``--set`` overrides; empty without."""
+    return "-" + ",".join(f"{k}={v}" for k, v in sorted(sets.items())) if sets else ""
 
 
 def stored(path: Path) -> list[dict[str, float]] | None:
@@ -72,11 +83,18 @@ def stored(path: Path) -> list[dict[str, float]] | None:
     return [json.loads(x) for x in gzip.decompress(path.read_bytes()).decode().splitlines()]
 
 
-def config(preset: str, seed: int, threads: int, compressed: bool, steps: int) -> Any:
+def config(
+    preset: str,
+    seed: int,
+    threads: int,
+    compressed: bool,
+    steps: int,
+    sets: dict[str, Any] | None = None,
+) -> Any:
     from workers import RunConfig
     from workers.config import QUICK_CODEC
 
-    over: dict[str, Any] = {"seed": seed, "num_threads": threads}
+    over: dict[str, Any] = {**(sets or {}), "seed": seed, "num_threads": threads}
     if compressed:
         over.update(compression=QUICK_CODEC[0], compression_kwargs=QUICK_CODEC[1])
     if steps:
@@ -85,23 +103,29 @@ def config(preset: str, seed: int, threads: int, compressed: bool, steps: int) -
 
 
 def run_one(
-    preset: str, seed: int, threads: int, compressed: bool, steps: int, runs: Path
+    preset: str,
+    seed: int,
+    threads: int,
+    compressed: bool,
+    steps: int,
+    runs: Path,
+    sets: dict[str, Any] | None = None,
 ) -> tuple[int, int, bool, list[dict[str, float]], float]:
     """One run of the preset; its rows and wall seconds."""
     from workers import train
 
-    cfg = config(preset, seed, threads, compressed, steps)
+    cfg = config(preset, seed, threads, compressed, steps, sets)
     t0 = time.perf_counter()
     rows = [{"step": r.step, **r.metrics} for r in train(cfg)]
     wall = time.perf_counter() - t0
-    path = history(preset, seed, threads, compressed, steps, runs)
+    path = history(preset, seed, threads, compressed, steps, runs, sets)
     path.parent.mkdir(parents=True, exist_ok=True)
     text = "".join(json.dumps(r) + "\n" for r in rows)
     path.write_bytes(gzip.compress(text.encode(), mtime=0))
     return seed, threads, compressed, rows, wall
 
 
-def warm_start(preset: str, threads: int) -> str:
+def warm_start(preset: str, threads: int, sets: dict[str, Any] | None = None) -> str:
     """Build (or find) the preset's warm start once, before the runs; its line."""
     import torch
 
@@ -109,7 +133,7 @@ def warm_start(preset: str, threads: int) -> str:
 
     torch.set_num_threads(threads)
     t0 = time.perf_counter()
-    path = ensure_warm_start(config(preset, 0, threads, False, 0))
+    path = ensure_warm_start(config(preset, 0, threads, False, 0, sets))
     info = json.loads((path / INFO_FILE).read_text()) if (path / INFO_FILE).is_file() else {}
     gate = info.get("gate") or {}
     figs = ", ".join(f"{k} {v:.0%}" for k, v in gate.items() if k in ("success", "tool_calls",
@@ -151,7 +175,14 @@ def main() -> int:
         help="the markdown fragment (default: bench/results/learning_bench[-PRESET].md)",
     )
     ap.add_argument("--runs", type=Path, default=RUNS, help="where the runs' histories go")
+    ap.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
+                    help="override a RunConfig field of the preset (repeatable): a screening "
+                    "run, written under bench/results/learning/, not BENCHMARKS.md")  # fmt: skip
     args = ap.parse_args()
+    try:
+        args.over = {k: yaml.safe_load(v) for k, _, v in (x.partition("=") for x in args.sets)}
+    except yaml.YAMLError as e:
+        ap.error(f"--set needs KEY=VALUE: {e}")
     from workers.config import PRESETS
 
     if args.preset not in PRESETS:
@@ -160,7 +191,8 @@ def main() -> int:
     seeds, threads = span(args.seeds), span(args.threads)
     arms = [False, True] if args.compressed else [False]
     t0 = time.perf_counter()
-    ws = None if args.preset == "quick" else warm_start(args.preset, min(threads))
+    ws = None if args.preset == "quick" and not args.over else (
+        warm_start(args.preset, min(threads), args.over))  # fmt: skip
     if ws:
         print(f"[learning] warm start {ws}", flush=True)
     res: dict[tuple[int, int, bool], list[dict[str, float]]] = {}
@@ -169,7 +201,7 @@ def main() -> int:
         todo = []
         for s in seeds:
             for c in arms:
-                path = history(args.preset, s, t, c, args.steps, args.runs)
+                path = history(args.preset, s, t, c, args.steps, args.runs, args.over)
                 old = None if args.fresh else stored(path)
                 if old is None:
                     todo.append((s, c))
@@ -178,7 +210,8 @@ def main() -> int:
         jobs = max(1, args.cores // t)  # never more threads than cores
         with ProcessPoolExecutor(jobs, mp_context=mp.get_context("spawn")) as pool:
             futs = [
-                pool.submit(run_one, args.preset, s, t, c, args.steps, args.runs) for s, c in todo
+                pool.submit(run_one, args.preset, s, t, c, args.steps, args.runs, args.over)
+                for s, c in todo
             ]
             for fut in as_completed(futs):
                 s, _, c, rows, wall = fut.result()
@@ -191,7 +224,10 @@ def main() -> int:
                       f"{ok['first3']:+.3f} -> last 10 {ok['last10']:+.3f} ({verdict}), "
                       f"{wall:.0f} s", flush=True)  # fmt: skip
     lines = table(args, seeds, threads, res, walls, time.perf_counter() - t0, ws)
-    (args.out or out_file(args.preset)).write_text("\n".join(lines) + "\n")
+    out = args.out or (
+        args.runs / f"{args.preset}{set_tag(args.over)}.md" if args.over else out_file(args.preset)
+    )
+    out.write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
     return 0
 
@@ -209,8 +245,9 @@ def table(
     each seed's compressed fate; the long preset adds tool calls and the post-tool share."""
     cmd = (f"python bench/learning_bench.py --preset {args.preset} --seeds {args.seeds} "
            f"--threads {args.threads}{' --compressed' if args.compressed else ''}"
-           f"{f' --steps {args.steps}' if args.steps else ''}")  # fmt: skip
-    cfg = config(args.preset, 0, 1, False, args.steps)
+           f"{f' --steps {args.steps}' if args.steps else ''}"
+           f"{''.join(f' --set {x}' for x in args.sets)}")  # fmt: skip
+    cfg = config(args.preset, 0, 1, False, args.steps, args.over)
     start = "the shipped warm start (`workers/assets/quick`)" if ws is None else f"warm start {ws}"
     per_run = ", ".join(f"{v:.0f}" for v in sorted(walls.values())) or "all recorded before"
     lines = [

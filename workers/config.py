@@ -62,12 +62,14 @@ PRESETS: Final[dict[str, dict[str, Any]]] = {
     # Tiny model on CPU, long horizon: ``add_chain`` (8-12 tool calls an episode, each
     # built from the previous result). Fewer tasks per step and a shorter warm start than
     # quick, for the CPU budget (an episode is ~10x quick's tokens); its warm start is
-    # shipped (workers/assets/long). lr 2e-4, by measurement (bench/learning_bench.py,
-    # seeds 0-3 unless said): at quick's 6e-4 the control's score peaked by step 5 and
-    # fell back as its copies broke (1 of 8 seeds met the criteria); at 3e-4 seed 1 ended
-    # at 1.1x its start, at 1.5e-4 1.8x. With 60% of the demonstrations guessing (batch 16)
-    # the start copied the result into 79% of answers and 3 of 4 controls met them at 2e-4;
-    # with 70% guessing and batch 32 it copies into 95% and 4 of 4 did.
+    # shipped (workers/assets/long). lr 2e-4 and the warm start's 70% guesses at batch 32,
+    # by measurement (on an Intel Xeon, 1 thread; screening runs with
+    # `bench/learning_bench.py --preset long --threads 1 --set KEY=VALUE ...`): with 60%
+    # guesses at batch 16 (the start copies the result into 79% of answers) at quick's lr
+    # 6e-4 the control's score peaked by step 5 and fell back as its copies broke (1 of 8
+    # seeds met the learning criteria, on an AMD EPYC); at 3e-4 seed 1 ended at 1.1x its
+    # start, at 1.5e-4 1.8x, at 2e-4 1.65x (3 of seeds 0-3 met them). With 70% guesses at
+    # batch 32 (copies into 95%) at 2e-4, 6 of 8 did (bench/results/ground_truth-long.md).
     "long": {
         "env": "add_chain",
         "max_interactions": 14,

@@ -27,11 +27,16 @@ def bench_module(name: str) -> ModuleType:
 
 
 def grid_slice(
-    dest: Path, seeds: Iterable[int], strengths: Iterable[str], corrections: Iterable[str]
+    dest: Path,
+    seeds: Iterable[int],
+    strengths: Iterable[str],
+    corrections: Iterable[str],
+    grid: Path = GRID,
 ) -> Path:
     """Copy the controls of ``seeds`` and their treatments at ``strengths`` (codec labels,
-    e.g. ``topk_keep0.5``) with ``corrections`` (labels, e.g. ``tis_C2``) into ``dest``."""
-    index = json.loads((GRID / "index.json").read_text())
+    e.g. ``topk_keep0.5``) with ``corrections`` (labels, e.g. ``tis_C2``) into ``dest``,
+    from ``grid`` (default: the full ground truth; ``drift`` and ``long`` beside it)."""
+    index = json.loads((grid / "index.json").read_text())
     seeds, strengths, corrections = set(seeds), set(strengths), set(corrections)
     picked = []
     for e in index["runs"]:
@@ -41,7 +46,7 @@ def grid_slice(
             codec, corr = e["run"].split("-", 2)[1:]
             if codec not in strengths or corr not in corrections:
                 continue
-        shutil.copyfile(GRID / e["file"], dest / e["file"])
+        shutil.copyfile(grid / e["file"], dest / e["file"])
         picked.append(e)
     (dest / "index.json").write_text(json.dumps({**index, "runs": picked}))
     return dest
