@@ -422,9 +422,10 @@ WARN_GRIDS: dict[str, dict[str, list[Any]]] = {
     },
     "constant_advantage": {"frac": [0.5, 0.6, 0.7, 0.8, 0.9], "k": [1, 2],
                            "saturation": [None, 0.5]},
-    "post_tool_tail_growth": {"factor": [1.25, 1.5, 2.0, 3.0], "k": [1, 2], "window": [1, 3]},
+    "post_tool_tail_growth": {"factor": [1.25, 1.5, 2.0, 3.0], "k": [1, 2], "window": [1, 3],
+                              "ratio": list(N.RATIOS)},
     "ess_collapse": {"floor": [0.05, 0.1, 0.2, 0.3, 0.5], "k": [1, 2],
-                     "baseline_steps": [None, 3]},
+                     "baseline_steps": [None, 3], "ratio": list(N.RATIOS)},
     "length_runaway": {"clip_level": [None, 0.1, 0.2, 0.3], "budget_frac": [0.5, 0.7, 0.9],
                        "k": [1, 2]},
     "entropy_collapse": {"frac": [0.2, 0.3, 0.5], "k": [1, 2]},
@@ -433,7 +434,9 @@ WARN_GRIDS: dict[str, dict[str, list[Any]]] = {
                          "baseline_steps": [3, 10], "k": [1, 2]},
 }  # fmt: skip
 """The settings tried per rule for the warn set: wider and more sensitive than
-calibrate_rules.GRIDS (k=1, lower factors, higher ESS floors); the rest keep defaults."""
+calibrate_rules.GRIDS (k=1, lower factors, higher ESS floors) and, for the tail and ESS
+rules, each ratio family (a family a ground truth does not log never fires there, and
+the mismatch, listed first, wins ties); the rest keep defaults."""
 
 
 @dataclass
@@ -517,8 +520,13 @@ def main() -> int:
     ap.add_argument("--warn-false", type=float, default=0.2,
                     help="share of healthy calibration treatments the warn set may fire on")  # fmt: skip
     ap.add_argument("--quick", action="store_true", help="seeds 0 and 1 only (split 0 / 1)")
-    ap.add_argument("--out", type=Path, default=OUT)
+    ap.add_argument("--out", type=Path, default=None,
+                    help="default: bench/results/lead_time_bench.md; with another --truth "
+                    "lead_time_bench-<its folder>.md")  # fmt: skip
     args = ap.parse_args()
+    if args.out is None:
+        same = args.truth.resolve() == db.TRUTH.resolve()
+        args.out = OUT if same else OUT.with_name(f"{OUT.stem}-{args.truth.name}.md")
     if not (args.truth / "index.json").is_file():
         ap.error(f"{args.truth} holds no index.json; pass a grid bench/ground_truth.py wrote")
     if not 0.5 < args.quantile < 1:
@@ -555,6 +563,8 @@ def main() -> int:
     cal_seeds = sorted({r.seed for r in cal if r.role == "treatment"})
     n_healthy = unique_healthy(cal)
     cmd = "python bench/lead_time_bench.py" + (" --quick" if args.quick else "")
+    if args.truth.resolve() != db.TRUTH.resolve():
+        cmd += f" --truth {db.rel(args.truth)}"
     if args.quantile != 0.95:
         cmd += f" --quantile {args.quantile:g}"
     if args.hold != 2:
@@ -562,7 +572,8 @@ def main() -> int:
     if args.warn_false != 0.2:
         cmd += f" --warn-false {args.warn_false:g}"
     lines = [
-        "## Which signal warns first? (bench/lead_time_bench.py)",
+        "## Which signal warns first? (bench/lead_time_bench.py)"
+        + ("" if args.truth.resolve() == db.TRUTH.resolve() else f": {args.truth.name} grid"),
         "",
         f"- machine: {machine()}",
         f"- date: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}",

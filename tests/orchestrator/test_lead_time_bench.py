@@ -83,3 +83,29 @@ def test_lead_time_bench_smoke(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
     with pytest.raises(SystemExit):
         monkeypatch.setattr(sys, "argv", ["lead_time_bench.py", "--quantile", "2"])
         lt.main()
+
+
+def test_drift_families_are_measured_where_the_ground_truth_logs_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The drift grid logs the ref_drift and PPO-ratio figures: they get thresholds and
+    rows; the full grid predates them, and the same signals are left out there."""
+    drift = ROOT / "bench" / "results" / "ground_truth" / "drift"
+    rows: dict[str, set[str]] = {}
+    for name, grid in (("drift", drift), ("full", None)):
+        dest = tmp_path / name
+        dest.mkdir()
+        kw = {"grid": grid} if grid else {}
+        truth = grid_slice(dest, seeds=[0, 1], strengths=["topk_keep0.05", "topk_keep0.5"],
+                           corrections=["none", "tis_C2"], **kw)  # fmt: skip
+        out = tmp_path / f"{name}.md"
+        monkeypatch.setattr(sys, "argv", ["lead_time_bench.py", "--truth", str(truth),
+                                          "--quick", "--out", str(out)])  # fmt: skip
+        assert lt.main() == 0
+        rows[name] = {ln.split(" | ")[0].lstrip("| ") for ln in out.read_text().splitlines()
+                      if ln.startswith("| ")}  # fmt: skip
+    drift_names = {"tail/ref_drift/abs_log_ratio/post_tool/p95", "ess/ppo/post_tool",
+                   "actor/ref_log_ratio_mean/post_tool"}  # fmt: skip
+    assert drift_names <= rows["drift"]
+    assert not drift_names & rows["full"]
+    assert "tail/abs_log_ratio/post_tool/p95" in rows["full"] & rows["drift"]
