@@ -96,7 +96,8 @@ def sweep_rule(name: str, runs: list[db.Run]) -> list[Trial]:
     out = []
     for values in itertools.product(*grid.values()):
         params = dict(zip(grid, values, strict=True))
-        ruleset = rules.build({name: params}).select([name])
+        # every rule judged as a stop (post_tool_tail_growth only warns by default)
+        ruleset = rules.build({name: {**params, "action": "stop"}}).select([name])
         out.append(Trial(params, db.score(name, db.gapwatch(ruleset, runs), runs)))
     return out
 
@@ -224,7 +225,7 @@ def main() -> int:
             f"| {name} | {len(trials)} | {fmt_params(best.params)} | {best.score.caught} of "
             f"{best.score.collapses} | {best.late} | {n_clean} |"
         )
-    settings: dict[str, Any] = {n: dict(p) for n, p in chosen.items()}
+    settings: dict[str, Any] = {n: {**p, "action": "stop"} for n, p in chosen.items()}
     for name in GRIDS:
         settings.setdefault(name, {"enabled": False})
     calibrated = rules.build(settings)

@@ -3,6 +3,7 @@ healthy noisy ones, respects its grace period, survives NaN and pickling; RuleSe
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import json
 import math
@@ -292,9 +293,11 @@ def test_post_tool_tail_growth_fires_when_only_post_tool_grows() -> None:
         if r["step"] >= 10:
             r[POST] = 0.6 * 1.5 ** (r["step"] - 9)
     d = first(rules.get("post_tool_tail_growth"), hist)
-    assert d.action == "stop" and 12 <= d.step <= 16
+    assert d.action == "warn" and 12 <= d.step <= 16  # a warning by default
     assert float(d.evidence["post_tool_growth"]) >= 3.0
     assert float(d.evidence["text_growth"]) < 1.5
+    stop = first(rules.get("post_tool_tail_growth", action="stop"), hist)
+    assert stop == dataclasses.replace(d, action="stop")
 
 
 def test_ess_collapse_and_its_verl_fallback() -> None:

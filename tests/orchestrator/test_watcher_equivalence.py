@@ -61,6 +61,13 @@ SETTINGS: list[dict[str, Any]] = [
 ]
 
 
+def stopping(settings_: dict[str, Any]) -> dict[str, Any]:
+    """``settings_`` with ``post_tool_tail_growth`` stopping, as when the oracle was frozen
+    (it warns by default now; the oracle knows no ``action``)."""
+    tail = settings_.get("post_tool_tail_growth") or {}
+    return {**settings_, "post_tool_tail_growth": {**tail, "action": "stop"}}
+
+
 def oracle_settings(settings_: dict[str, Any]) -> dict[str, Any]:
     """``settings_`` for the frozen oracle, on top of today's defaults: the defaults were
     recalibrated (bench/calibrate_rules.py) after the oracle was frozen, and the test is
@@ -89,9 +96,9 @@ def compare(hist: list[Row], control: list[Row] | None, settings_: dict[str, Any
     hist = complete(hist)
     control = None if control is None else complete(control)
     old_rules = [r for r in before.build(oracle_settings(settings_)).rules if r.name in UNCHANGED]
-    new_rules = rules.build(settings_).rules
+    new_rules = rules.build(stopping(settings_)).rules
     fired = replayed(hist, control, new_rules)
-    w = rules.build(settings_).watch()
+    w = rules.build(stopping(settings_)).watch()
     fed = 0
     fired = 0
     for i, row in enumerate(hist):
