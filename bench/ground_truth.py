@@ -297,7 +297,8 @@ def report(grid: Grid, out: Path, command: str, wall_s: float | None) -> str:
     hist = {s.run: read_history(history_file(out, s.run)) for s in all_specs}
     done = {s.run for s in all_specs if len(hist[s.run]) >= grid.steps}
     lines = [
-        "## Ground truth: every run to the end, no stopping (bench/ground_truth.py)",
+        "## Ground truth: every run to the end, no stopping (bench/ground_truth.py)"
+        + ("" if out.name in ("grid", "quick") else f": {out.name} grid"),
         "",
         f"- machine: {machine()}",
         f"- date: {dt.datetime.now(dt.UTC).strftime('%Y-%m-%d %H:%M UTC')}",

@@ -140,7 +140,8 @@ def main() -> int:
     frac = saved / out_free.trial_steps_used if out_free.trial_steps_used else 0.0
 
     lines = [
-        "## Sweep: quickstart with stop rules vs no stopping (bench/sweep_bench.py)",
+        f"## Sweep: {'quickstart' if args.config == ap.get_default('config') else args.config.name}"
+        " with stop rules vs no stopping (bench/sweep_bench.py)",
         "",
         f"- machine: {machine()}",
         f"- date: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}",
