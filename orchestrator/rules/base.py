@@ -20,6 +20,8 @@ from workers.validation import Int, check_name, describe, unknown_keys
 
 Action = Literal["continue", "warn", "stop"]
 ACTIONS: Final[tuple[Action, ...]] = ("continue", "warn", "stop")
+OnFire = Literal["stop", "warn"]
+"""What a rule does when it fires (its ``action`` setting)."""
 Row = Mapping[str, Any]
 History = Sequence[Row]
 Evidence = dict[str, float | int | str]
@@ -219,7 +221,7 @@ class Rule:
     """Trainer steps at the start of training during which the rule only continues: it
     decides at steps after ``grace`` (steps are the trainer's own numbers, whatever the
     logging interval; a log logged every 5th step has no row inside a grace of 2)."""
-    action: Literal["stop", "warn"] = "stop"
+    action: OnFire = "stop"
     """What the rule does when it fires: ``stop`` the run, or only ``warn`` (recorded and
     shown like a stop, the run goes on; the ``warn`` rules preset)."""
 

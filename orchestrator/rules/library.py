@@ -19,7 +19,7 @@ import statistics
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar
 
 from pydantic import Field, field_validator
 from pydantic.dataclasses import dataclass as checked
@@ -30,6 +30,7 @@ from orchestrator.rules.base import (
     ControlView,
     Decision,
     Evidence,
+    OnFire,
     Row,
     Rule,
     State,
@@ -821,7 +822,7 @@ class PostToolTailGrowth(Rule):
     k: Int = Field(default=2, ge=1)
     """Trainer steps the growth must hold."""
     grace: Int = Field(default=3, ge=0)
-    action: Literal["stop", "warn"] = "warn"
+    action: OnFire = "warn"
     """A warning by default, not a stop: what DESIGN.md calls the first warning, and on the
     ground truth a poor stop. On the drift grid (bench/results/ground_truth/drift, the quick
     preset on an Intel Xeon with AMX, where top-k 50%'s step-1 gap is 0.009 against 0.016 on
