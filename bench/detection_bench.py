@@ -78,6 +78,18 @@ class Run:
     onset: int | None = None
 
 
+def other_grid(truth: Path) -> str | None:
+    """The folder name of a ground truth other than the full grid (None for the full grid):
+    what a bench appends to its fragment's file name, heading and command."""
+    return None if truth.resolve() == TRUTH.resolve() else truth.name
+
+
+def fragment(out: Path, truth: Path) -> Path:
+    """``out`` for the full grid; ``<out stem>-<grid>.md`` beside it for another."""
+    grid = other_grid(truth)
+    return out if grid is None else out.with_name(f"{out.stem}-{grid}.md")
+
+
 def rel(p: Path) -> str:
     """``p`` relative to the repository where it lies inside it."""
     return str(p.resolve().relative_to(ROOT)) if p.resolve().is_relative_to(ROOT) else str(p)
@@ -389,9 +401,8 @@ def main() -> int:
                     help="default: bench/results/detection_bench.md; with another --truth "
                     "detection_bench-<its folder>.md")  # fmt: skip
     args = ap.parse_args()
-    other = args.truth.resolve() != TRUTH.resolve()
-    if args.out is None:
-        args.out = OUT.with_name(f"{OUT.stem}-{args.truth.name}.md") if other else OUT
+    other = other_grid(args.truth)
+    args.out = args.out or fragment(OUT, args.truth)
     t0 = time.perf_counter()
     runs = load(args.truth, args.quick)
     scores = evaluate(runs, with_rlwatch=not args.no_rlwatch)
@@ -402,7 +413,7 @@ def main() -> int:
               and default.false_stops == 0)  # fmt: skip
     lines = [
         "## Are the stops right? (bench/detection_bench.py)"
-        + (f": {args.truth.name} grid" if other else ""),
+        + (f": {other} grid" if other else ""),
         "",
         f"- machine: {machine()}",
         f"- date: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}",

@@ -524,9 +524,8 @@ def main() -> int:
                     help="default: bench/results/lead_time_bench.md; with another --truth "
                     "lead_time_bench-<its folder>.md")  # fmt: skip
     args = ap.parse_args()
-    if args.out is None:
-        same = args.truth.resolve() == db.TRUTH.resolve()
-        args.out = OUT if same else OUT.with_name(f"{OUT.stem}-{args.truth.name}.md")
+    other = db.other_grid(args.truth)
+    args.out = args.out or db.fragment(OUT, args.truth)
     if not (args.truth / "index.json").is_file():
         ap.error(f"{args.truth} holds no index.json; pass a grid bench/ground_truth.py wrote")
     if not 0.5 < args.quantile < 1:
@@ -563,7 +562,7 @@ def main() -> int:
     cal_seeds = sorted({r.seed for r in cal if r.role == "treatment"})
     n_healthy = unique_healthy(cal)
     cmd = "python bench/lead_time_bench.py" + (" --quick" if args.quick else "")
-    if args.truth.resolve() != db.TRUTH.resolve():
+    if other:
         cmd += f" --truth {db.rel(args.truth)}"
     if args.quantile != 0.95:
         cmd += f" --quantile {args.quantile:g}"
@@ -573,7 +572,7 @@ def main() -> int:
         cmd += f" --warn-false {args.warn_false:g}"
     lines = [
         "## Which signal warns first? (bench/lead_time_bench.py)"
-        + ("" if args.truth.resolve() == db.TRUTH.resolve() else f": {args.truth.name} grid"),
+        + (f": {other} grid" if other else ""),
         "",
         f"- machine: {machine()}",
         f"- date: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}",
