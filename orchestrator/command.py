@@ -30,6 +30,7 @@ How a trainer process ends with its trial:
 from __future__ import annotations
 
 import collections
+import json
 import os
 import subprocess
 import sys
@@ -66,6 +67,11 @@ class CommandWorker(Strict):
     names: str = "auto"
     """Whose metric names it uses: auto, gapwatch, verl, trl, or a YAML name map file
     ``{their_name: gapwatch_name}`` (relative to ``{workdir}``)."""
+    distributions: str | None = None
+    """Where the trainer writes each step's |log-ratio| sketches, if it does: JSONL of
+    ``{"step": n, "distributions": {name: payload}}`` (``GapwatchCallback``'s
+    ``dists_path``; placeholders filled). They are stored with the step, for the UI's
+    ECDFs."""
     step_field: str | None = None
     """``keyvalue`` logs: the field holding the step."""
     step_pattern: str | None = None
@@ -124,6 +130,38 @@ class CommandWorker(Strict):
         if v not in FOLLOW_FORMATS:
             raise ValueError(f"unknown format {v!r}; valid: {', '.join(FOLLOW_FORMATS)}")
         return v
+
+
+class DistsSidecar:
+    """The sketches file a trainer writes beside its metrics log, read as it grows: each
+    complete line's distributions are kept by step until that step is reported. The
+    trainer writes a step's sketches before its metrics, so they are there in time."""
+
+    def __init__(self, path: Path) -> None:
+        self.path, self.offset, self.partial = path, 0, b""
+        self.by_step: dict[int, dict[str, Any]] = {}
+
+    def poll(self) -> None:
+        try:
+            with self.path.open("rb") as fh:
+                fh.seek(self.offset)
+                data = fh.read()
+        except OSError:
+            return  # not written yet
+        self.offset += len(data)
+        *lines, self.partial = (self.partial + data).split(b"\n")
+        for line in lines:
+            try:
+                row = json.loads(line)
+                self.by_step[int(row["step"])] = dict(row["distributions"])
+            except (ValueError, KeyError, TypeError):
+                continue  # a line that is not a step's sketches: the metrics still count
+
+    def take(self, step: int) -> dict[str, Any]:
+        """The step's distributions (polling first), or {} where it wrote none."""
+        if step not in self.by_step:
+            self.poll()
+        return self.by_step.pop(step, {})
 
 
 @dataclass
@@ -241,6 +279,13 @@ def command_trainable(config: dict[str, Any]) -> None:
     if names_src.endswith((".yaml", ".yml")):
         names_src = str(Path(values["workdir"]) / fill(names_src, values))
     names = NameMapper(names_src)
+    sidecar = (
+        None
+        if worker.distributions is None
+        else DistsSidecar(Path(fill(worker.distributions, values)))
+    )
+    if sidecar is not None:
+        set_aside(sidecar.path)
     key = spec["trial_key"]
     t0 = time.monotonic()
     last: int | None = None
@@ -254,7 +299,8 @@ def command_trainable(config: dict[str, Any]) -> None:
                 for s in follower.close() if done else follower.poll():
                     row = names({"step": s.step, **s.metrics})
                     metrics = {k: v for k, v in row.items() if k != "step"}
-                    tune.report(pack(key, _Step(s.step, metrics, {})))
+                    dists = sidecar.take(s.step) if sidecar is not None else {}
+                    tune.report(pack(key, _Step(s.step, metrics, dists)))
                     last = s.step
                 if follower.error is not None:
                     raise follower.error

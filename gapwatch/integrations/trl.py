@@ -12,13 +12,23 @@ follower)::
     from gapwatch.integrations.trl import GapwatchCallback
     trainer = GRPOTrainer(..., callbacks=[GapwatchCallback(name="grpo-s0")])
 
+With ``GapGRPOTrainer`` (``gapwatch.integrations.trl_gap``, the seed's experiment inside
+TRL: a dense sampler, a compressed trainer forward, gapwatch's sliced diagnostics and
+corrections) the callback also stores each step's |log-ratio| sketches, which the UI's
+ECDFs read (``dists_path``: the same as JSONL for a command sweep). Swap the trainer in with
+one import::
+
+    from gapwatch.integrations.trl import GapConfig, GapGRPOTrainer as GRPOTrainer
+
 Import-light: this module needs only ``transformers`` (a gapwatch dependency); TRL itself
-is never imported here, so the callback serves any Trainer.
+is imported only when ``GapGRPOTrainer`` or ``GapConfig`` is first used, so the callback
+serves any Trainer.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +40,18 @@ from orchestrator.rules import Decision, RuleSet
 from orchestrator.tracked import TrackedRun
 from store import identity, open_store
 
-__all__ = ["GapwatchCallback"]
+__all__ = ["GapConfig", "GapGRPOTrainer", "GapwatchCallback"]  # noqa: F822 (lazy, below)
+
+_LAZY = ("GapConfig", "GapGRPOTrainer", "TRLHooksMissing")
+
+
+def __getattr__(name: str) -> Any:
+    # TRL is imported on first use of the trainer (the callback needs only transformers)
+    if name in _LAZY:
+        from gapwatch.integrations import trl_gap
+
+        return getattr(trl_gap, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class GapwatchCallback(TrainerCallback):  # type: ignore[misc]
@@ -45,6 +66,9 @@ class GapwatchCallback(TrainerCallback):  # type: ignore[misc]
             feed the rules that compare with a control).
         role, seed, codec, correction: the run's labels (seed: the trainer's by default).
         log_path: also append each logged step here as JSONL (``{"step": n, ...}``).
+        dists_path: append each logged step's sketches here as JSONL
+            (``{"step": n, "distributions": {name: payload}}``; a command sweep's
+            ``worker.distributions`` reads it), where the trainer hands any over.
         store: False to write only ``log_path`` (no store, no rules).
     """
 
@@ -61,6 +85,7 @@ class GapwatchCallback(TrainerCallback):  # type: ignore[misc]
         codec: str = "unknown",
         correction: str = "unknown",
         log_path: str | Path | None = None,
+        dists_path: str | Path | None = None,
         store: bool = True,
     ) -> None:
         if role not in ("control", "treatment"):
@@ -72,19 +97,27 @@ class GapwatchCallback(TrainerCallback):  # type: ignore[misc]
         self.control_run, self.role, self.seed = control_run, role, seed
         self.codec, self.correction = codec, correction
         self.log_path = None if log_path is None else Path(log_path)
+        self.dists_path = None if dists_path is None else Path(dists_path)
+        self._dists: Callable[[], dict[str, Any]] | None = None
         self.use_store = store
         self.run: TrackedRun | None = None
         self.stop: Decision | None = None
         self.names = NameMapper("trl")
         self._last_step: int | None = None
 
+    def take_distributions(self, source: Callable[[], dict[str, Any]]) -> None:
+        """Where each logged step's distributions come from (``GapGRPOTrainer`` calls this
+        with its ``pop_distributions``)."""
+        self._dists = source
+
     # --- Trainer's hooks ---------------------------------------------------------------
 
     def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         seed = int(self.seed if self.seed is not None else getattr(args, "seed", 0))
         name = self.name or f"trl-s{seed}"
-        if self.log_path is not None:
-            self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        for p in (self.log_path, self.dists_path):
+            if p is not None:
+                p.parent.mkdir(parents=True, exist_ok=True)
         if not self.use_store:
             return
         st = open_store(self.db)
@@ -115,6 +148,11 @@ class GapwatchCallback(TrainerCallback):  # type: ignore[misc]
         }
         if not numbers:
             return
+        dists = self._dists() if self._dists is not None else {}
+        if self.dists_path is not None and dists:
+            # before the metrics line: a follower that sees step n has its sketches
+            with self.dists_path.open("a", encoding="utf-8") as fh:
+                fh.write(json.dumps({"step": step, "distributions": dists}) + "\n")
         if self.log_path is not None:
             with self.log_path.open("a", encoding="utf-8") as fh:
                 # NaN and infinities as the JSON tokens Python and gapwatch's readers take
@@ -127,7 +165,7 @@ class GapwatchCallback(TrainerCallback):  # type: ignore[misc]
             self.run.add(step, metrics)  # a second log at one step (e.g. the train summary)
             return
         self._last_step = step
-        stop = self.run.step(step, metrics)
+        stop = self.run.step(step, metrics, dists)
         if stop is not None:
             self.stop = stop
             control.should_training_stop = True
