@@ -10,6 +10,9 @@ STAMP := $(VENV)/.gapwatch-installed
 # CPU build that pip finds on this machine's disk; a GPU user installs their own torch first
 # (any torch>=2.4 already in the venv is kept).
 TORCH_SPEC ?= torch==2.13.0
+# The verl plug-in's tests need verl's DataProto only: verl 0.9.1 pins transformers<5.11, which
+# TRL's tests here do not use, so verl and what DataProto imports come in without their deps.
+VERL_SPEC ?= verl==0.9.1 tensordict==0.10.0 pyvers==0.2.3 cloudpickle==3.1.3 omegaconf==2.4.0
 DB ?= sqlite:///gapwatch.db
 DEMO_CONFIG ?= examples/quickstart.yaml
 DEMO_UI ?= 1
@@ -22,6 +25,7 @@ $(STAMP): pyproject.toml
 	@test -x $(PY) || python3 -m venv $(VENV)
 	@$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install --quiet "$(TORCH_SPEC)"
 	$(PY) -m pip install --quiet -e '.[dev]'
+	$(PY) -m pip install --quiet --no-deps $(VERL_SPEC)
 	@touch $(STAMP)
 
 # Debian's Chromium for the browser tests (never a browser download). Needs root for apt.

@@ -87,7 +87,7 @@ def require_hooks(cls: type = GRPOTrainer) -> None:
                 f"TRL {version}'s GRPOTrainer has no {name} ({why}); "
                 "GapGRPOTrainer needs trl>=1.16: pip install -U 'trl>=1.16'"
             )
-    base = next((c for c in cls.__mro__ if c.__name__ == "GRPOTrainer"), cls)
+    base: Any = next((c for c in cls.__mro__ if c.__name__ == "GRPOTrainer"), cls)
     if "rollout_func" not in inspect.signature(base.__init__).parameters:
         raise TRLHooksMissing(
             f"TRL {version}'s GRPOTrainer takes no rollout_func; pip install -U 'trl>=1.16'"
@@ -180,7 +180,8 @@ class GapGRPOTrainer(GRPOTrainer):  # type: ignore[misc]
                 "correct twice: set vllm_importance_sampling_correction=False or "
                 "correction='none'"
             )
-        truncated = (self.args.top_k or 0) > 0 or (self.args.top_p or 1.0) < 1.0
+        config: Any = self.args  # a GRPOConfig
+        truncated = (config.top_k or 0) > 0 or (config.top_p or 1.0) < 1.0
         if self.rollout_func is None and not self.use_vllm and truncated:
             raise ValueError(
                 "with TRL's own generation the sampler's log-probs come from a dense "
@@ -224,7 +225,7 @@ class GapGRPOTrainer(GRPOTrainer):  # type: ignore[misc]
 
     def _generate_and_score_completions(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
         out: dict[str, Any] = super()._generate_and_score_completions(inputs)
-        mode = "train" if self.model.training else "eval"
+        mode = "train" if getattr(self.model, "training", True) else "eval"
         valid = out["completion_mask"]  # (B, T)
         tool = out.get("tool_mask")  # (B, T) or None
         mask = (valid if tool is None else valid * tool).bool()  # tokens the loss sees
