@@ -29,6 +29,7 @@ ORDER = [
     "worker_bench",
     "checkpoint_bench",
     "sweep_bench",
+    "trl_gap_bench",
     "ground_truth",
     "calibrate_rules",
     "detection_bench",

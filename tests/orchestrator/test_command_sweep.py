@@ -174,3 +174,33 @@ def test_a_hung_trainer_is_ended_and_its_trial_fails_naming_its_last_step(
         assert [h["step"] for h in open_store(url).history(r.id)] == [1, 2, 3]
         assert r.attempts == 1, "a trial's own error is not retried"
     assert _procs(marker) == [], "a hung trainer outlived its trial"
+
+
+@pytest.mark.slow
+def test_the_trl_gap_sweep_stores_the_sliced_tails_and_sketches_of_each_trl_trial(
+    tmp_path: Path,
+) -> None:
+    pytest.importorskip("trl")
+    from correction import names as N
+
+    sweep = load_sweep_config(
+        ROOT / "examples" / "sweep-trl-gap.yaml", ["seeds=[0]", "steps=3", "correction=[tis]"]
+    )
+    url = f"sqlite:///{tmp_path}/trl-gap.db"
+    out = execute_sweep(
+        sweep, db_url=url, address=None, resume=False, storage=tmp_path / "ray", live=False
+    )
+    assert out.status == "completed"
+    st = open_store(url)
+    runs = {r.trial_id: r for r in st.runs(sweep_id=out.sweep_id)}
+    ctrl, treat = runs["s0-control"], runs["s0-topk_keep0.05-tis"]
+    assert ctrl.status == "completed"
+    for run in (ctrl, treat):
+        hist = st.history(run.id)
+        assert hist and all(N.tail("post_tool", "p95") in h for h in hist), run.trial_id
+        steps = st.distribution_steps(run.id, N.dist("post_tool"))
+        assert steps == [h["step"] for h in hist], run.trial_id  # a sketch with every step
+    c1, t1 = st.history(ctrl.id)[0], st.history(treat.id)[0]
+    key = N.tail("post_tool", "p95")
+    assert t1[key] > 10 * c1[key]  # the compressed trainer's post-tool tail, from step 1
+    assert t1[N.IS_MAX] <= 2.0  # tis's weights (C = 2) reached TRL's loss
