@@ -193,6 +193,8 @@ class GapGRPOTrainer(GRPOTrainer):  # type: ignore[misc]
                 if m is not None:
                     codecs.attach(m, self._switch, self.gap.codec_layers)
         self._sketches: dict[str, LogSketch] = {}
+        self._pending: dict[str, list[tuple[Any, ...]]] = {"train": [], "eval": []}
+        self._unweighed: dict[str, Any] | None = None
         for cb in self.callback_handler.callbacks:
             if hasattr(cb, "take_distributions"):
                 cb.take_distributions(self.pop_distributions)
@@ -225,61 +227,91 @@ class GapGRPOTrainer(GRPOTrainer):  # type: ignore[misc]
 
     def _generate_and_score_completions(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
         out: dict[str, Any] = super()._generate_and_score_completions(inputs)
-        mode = "train" if getattr(self.model, "training", True) else "eval"
-        valid = out["completion_mask"]  # (B, T)
-        tool = out.get("tool_mask")  # (B, T) or None
-        mask = (valid if tool is None else valid * tool).bool()  # tokens the loss sees
-        post = post_tool_mask(valid, tool)
         sampler = out.get("sampling_per_token_logps")
         if sampler is None:  # TRL's transformers generation keeps no log-probs
             sampler = self._logps(out, codec_on=False)
-        trainer = out.get("old_per_token_logps")
-        if trainer is None:
-            trainer = self._logps(out, codec_on=True)
         sampler = torch.nan_to_num(sampler, nan=0.0)  # vLLM may omit a token's log-prob
-
-        figs, sketches = diagnostics.analyze(trainer, sampler, mask, post_tool=post,
-                                             alpha=self.gap.alpha)  # fmt: skip
-        self._merge(sketches, "mismatch")
-        ref = out.get("ref_per_token_logps")
-        if ref is not None:  # how far training has moved the policy from TRL's reference
-            drift, dsk = diagnostics.drift(trainer, ref, mask, ratio="ref_drift", post_tool=post,
-                                           alpha=self.gap.alpha)  # fmt: skip
-            figs.update(drift)
-            self._merge(dsk, "ref_drift")
-        n_tok = mask.sum().clamp(min=1)
-        figs[N.POST_TOOL_TOKEN_FRAC] = float((post & mask).sum() / n_tok)
-        for k, v in figs.items():
-            self._metrics[mode][k].append(float(v))
-        self._correct(out, trainer, sampler, mask, mode)
-        out["old_per_token_logps"] = sampler if self.gap.old_logprobs == "sampler" else trainer
+        out["sampling_per_token_logps"] = sampler
+        out["gw_post_tool"] = post_tool_mask(out["completion_mask"], out.get("tool_mask"))
+        trainer = out.get("old_per_token_logps")
+        if trainer is not None:  # TRL computed pi_trainer before the update: weigh now
+            self._weigh(out, trainer)
+        # else the loss's own forward is pi_trainer before the update (one optimizer step
+        # per generation batch): the batch is weighed there, at no extra forward
+        if self.gap.old_logprobs == "sampler":
+            out["old_per_token_logps"] = sampler
         return out
 
-    def _correct(
-        self,
-        out: dict[str, Any],
-        trainer: torch.Tensor,
-        sampler: torch.Tensor,
-        mask: torch.Tensor,
-        mode: str,
-    ) -> None:
-        """Weigh each token by the correction strategy: its figures into TRL's logs, and
-        ``out["advantages"]`` (B,) -> (B, T) ``A * w`` (left as is for ``none``).
+    def _compute_loss(self, model: Any, inputs: dict[str, Any]) -> Any:
+        self._unweighed = None if "gw_weighed" in inputs else inputs
+        try:
+            return super()._compute_loss(model, inputs)
+        finally:
+            self._unweighed = None
+
+    def _get_per_token_logps_and_entropies(self, *args: Any, **kwargs: Any) -> Any:
+        res = super()._get_per_token_logps_and_entropies(*args, **kwargs)
+        batch, self._unweighed = self._unweighed, None
+        if batch is not None:  # the loss's forward: weigh the micro-batch before TRL reads
+            self._weigh(batch, res[0].detach())  # its advantages (it does so just after)
+        return res
+
+    def _weigh(self, batch: dict[str, Any], trainer: torch.Tensor) -> None:
+        """Weigh each token of ``batch`` (a generation batch or a micro-batch of one) by the
+        correction strategy, ``batch["advantages"]`` (B,) -> (B, T) ``A * w`` (left as is
+        for ``none``), and keep its tensors for the step's figures (:meth:`log`).
 
         Args:
-            out: TRL's generation batch (its ``advantages`` are replaced).
-            trainer, sampler: (B, T) log-probs of pi_trainer and pi_sampler.
-            mask: (B, T) bool, the tokens the loss sees.
-            mode: ``train`` or ``eval`` (whose logs).
+            batch: TRL's batch, with ``sampling_per_token_logps``, ``completion_mask``,
+                ``gw_post_tool`` and optionally ``tool_mask`` and ``ref_per_token_logps``.
+            trainer: (B, T) log-probs of pi_trainer before the update.
         """
-        weights, corr = self.correct(trainer, sampler, mask)  # (B, T) detached, 0 off-mask
-        for k, v in corr.items():
-            self._metrics[mode][k].append(float(v))
+        valid, tool = batch["completion_mask"], batch.get("tool_mask")
+        mask = (valid if tool is None else valid * tool).bool()  # (B, T) tokens the loss sees
+        sampler = batch["sampling_per_token_logps"]
+        batch["gw_weighed"] = torch.tensor(True)  # 0-dim: TRL's split and shuffle keep it whole
+        mode = "train" if getattr(self.model, "training", True) else "eval"
+        self._pending[mode].append(
+            (trainer, sampler, mask, batch["gw_post_tool"], batch.get("ref_per_token_logps"))
+        )
         if self.gap.correction == "none":
             return
-        adv = out["advantages"]
+        weights, _ = self.correct(trainer, sampler, mask)  # (B, T) detached, 0 off-mask
+        adv = batch["advantages"]
         adv = adv.unsqueeze(1) if adv.dim() == 1 else adv  # (B, 1) or (B, T)
-        out["advantages"] = adv * weights.to(adv.device, adv.dtype)  # (B, T)
+        batch["advantages"] = adv * weights.to(adv.device, adv.dtype)  # (B, T)
+
+    def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
+        """The step's gap figures from every batch weighed since the last log, then TRL's."""
+        mode = "train" if getattr(self.model, "training", True) else "eval"
+        for k, v in self._figures(mode).items():
+            self._metrics[mode][k].append(v)
+        super().log(logs, start_time)
+
+    def _figures(self, mode: str) -> dict[str, float]:
+        """Diagnostics, reference drift and correction figures over the pending batches
+        (one pass over them all, so tails are of the whole step, not means of parts)."""
+        parts, self._pending[mode] = self._pending[mode], []
+        if not parts:
+            return {}
+        width = max(p[0].shape[1] for p in parts)
+
+        def cat(i: int) -> torch.Tensor:  # (sum B, width), right-padded with 0 / False
+            return torch.cat(
+                [torch.nn.functional.pad(p[i], (0, width - p[i].shape[1])) for p in parts]
+            )
+
+        trainer, sampler, mask, post = cat(0), cat(1), cat(2), cat(3)
+        figs, sk = diagnostics.analyze(trainer, sampler, mask, post_tool=post, alpha=self.gap.alpha)
+        self._merge(sk, "mismatch")
+        if all(p[4] is not None for p in parts):  # how far training has moved the policy
+            drift, dsk = diagnostics.drift(trainer, cat(4), mask, ratio="ref_drift",
+                                           post_tool=post, alpha=self.gap.alpha)  # fmt: skip
+            figs.update(drift)
+            self._merge(dsk, "ref_drift")
+        figs.update(self.correct(trainer, sampler, mask)[1])
+        figs[N.POST_TOOL_TOKEN_FRAC] = float((post & mask).sum() / mask.sum().clamp(min=1))
+        return {k: float(v) for k, v in figs.items()}
 
     def _logps(self, out: dict[str, Any], *, codec_on: bool) -> torch.Tensor:
         """(B, T) no-grad log-probs of the completion tokens, codec on or off."""

@@ -55,31 +55,51 @@ def _batch(trainer: Any, n: int = 16) -> list[dict[str, Any]]:
     return [{"prompt": p} for p in prompts for _ in range(4)]
 
 
-def _logged(trainer: Any) -> dict[str, float]:
-    return {k: v[-1] for k, v in trainer._metrics["train"].items() if v}
-
-
 @pytest.mark.slow
 def test_no_codec_no_mismatch_and_a_codec_a_large_one_post_tool_too(tmp_path: Path) -> None:
     dense = _trainer(tmp_path)
-    dense.model.train()
-    out = dense._generate_and_score_completions(_batch(dense))
-    figs = _logged(dense)
+    dense.train()  # one step: generation, the loss's forward (pi_trainer), the log
+    (figs,) = [h for h in dense.state.log_history if N.PROBS_DIFF_MEAN in h]
     # the dense trainer forward and the float32 sampler agree to float32 rounding
     for s in N.SLICES:
         assert figs[N.tail(s, "max")] < 1e-4, (s, figs[N.tail(s, "max")])
     assert figs[N.POST_TOOL_TOKEN_FRAC] > 0.0  # the episodes call the tool: a post-tool slice
-    assert out["old_per_token_logps"].shape == out["completion_ids"].shape
     dists = dense.pop_distributions()
     assert set(dists) == {N.dist("text"), N.dist("post_tool")}
     assert dense.pop_distributions() == {}  # popped once
 
-    comp = _trainer(tmp_path, codec="topk")
-    comp.model.train()
-    comp._generate_and_score_completions(_batch(comp))
-    figs = _logged(comp)
+    comp = _trainer(tmp_path, codec="topk", beta=0.05)
+    comp.train()
+    (figs,) = [h for h in comp.state.log_history if N.PROBS_DIFF_MEAN in h]
+    assert N.tail("post_tool", "p95", "ref_drift") in figs  # TRL has a reference: its drift
     assert figs[N.tail("text", "p95")] > 0.5 and figs[N.tail("post_tool", "p95")] > 0.5
     assert figs[N.PROBS_DIFF_MEAN] > 0.3
+
+
+def test_the_step_figures_are_those_of_the_whole_step_not_means_of_its_parts(
+    tmp_path: Path,
+) -> None:
+    from correction import diagnostics
+
+    trainer = _trainer(tmp_path, codec="topk", args={"gradient_accumulation_steps": 2,
+                                                     "steps_per_generation": 2})  # fmt: skip
+    g = torch.Generator().manual_seed(0)
+    parts = []
+    for width in (7, 5):  # two micro-batches, padded to different widths
+        lt, ls = -torch.rand((3, width), generator=g) * 3, -torch.rand((3, width), generator=g) * 3
+        mask, post = (
+            torch.rand((3, width), generator=g) > 0.2,
+            torch.rand((3, width), generator=g) > 0.5,
+        )
+        trainer._pending["train"].append((lt, ls, mask, post, None))
+        parts.append((lt, ls, mask, post))
+    figs = trainer._figures("train")
+    pad = lambda x: torch.nn.functional.pad(x, (0, 7 - x.shape[1]))  # noqa: E731
+    whole = [torch.cat([pad(p[i]) for p in parts]) for i in range(4)]
+    want = diagnostics.summarize(whole[0], whole[1], whole[2], post_tool=whole[3])
+    for k, v in want.items():
+        assert figs[k] == pytest.approx(v, rel=1e-9, abs=1e-12), k
+    assert trainer._figures("train") == {}  # taken once
 
 
 @pytest.mark.slow
@@ -88,7 +108,6 @@ def test_the_losss_weights_are_the_builtin_weigh_for_every_correction(tmp_path: 
     trainer.model.train()
     base = trainer._generate_and_score_completions(_batch(trainer))
     assert base["advantages"].dim() == 1  # correction none: TRL's own advantages untouched
-    assert N.tail("post_tool", "p95", "ref_drift") in _logged(trainer)  # TRL has a reference
     lt = trainer._logps(base, codec_on=True)  # pi_trainer on the same tokens
     ls = base["old_per_token_logps"]  # the sampler's (old_logprobs="sampler")
     mask = (base["completion_mask"] * base["tool_mask"]).bool()
@@ -98,7 +117,7 @@ def test_the_losss_weights_are_the_builtin_weigh_for_every_correction(tmp_path: 
         trainer.gap = replace(trainer.gap, correction=name)
         trainer.correct = strategy
         out = {**base, "advantages": adv.clone()}
-        trainer._correct(out, lt, ls, mask, "train")
+        trainer._weigh(out, lt)
         want = strategies.weigh(strategy, lt, ls, mask).weights  # the built-in worker's
         got = out["advantages"] if name != "none" else adv[:, None] * mask
         if name == "none":
