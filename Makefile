@@ -12,7 +12,7 @@ STAMP := $(VENV)/.gapwatch-installed
 TORCH_SPEC ?= torch==2.13.0
 # The verl plug-in's tests need verl's DataProto only: verl 0.9.1 pins transformers<5.11, which
 # TRL's tests here do not use, so verl and what DataProto imports come in without their deps.
-VERL_SPEC ?= verl==0.9.1 tensordict==0.10.0 pyvers==0.2.3 cloudpickle==3.1.3 omegaconf==2.4.0
+VERL_SPEC ?= verl==0.9.1 tensordict==0.10.0 pyvers==0.1.0 cloudpickle==3.1.3 omegaconf==2.4.0 importlib_metadata==8.7.0
 DB ?= sqlite:///gapwatch.db
 DEMO_CONFIG ?= examples/quickstart.yaml
 DEMO_UI ?= 1

@@ -54,9 +54,13 @@ CPU_REFERENCE = ROOT / "bench" / "results" / "gpu_check_cpu.json"
 
 PRESENT_ROOTS = (
     "torch", "transformers", "accelerate", "numpy", "pandas", "pyyaml", "rich", "typer",
-    "httpx", "pytest",
+    "httpx", "pytest", "pyarrow", "xxhash", "cloudpickle", "psutil", "jinja2", "zipp",
 )  # fmt: skip
-"""What the GPU machine is known to hold; their dependencies are there too."""
+"""What the GPU machine is known to hold (the device tool's package list); their
+dependencies are there too."""
+NO_DEPS: tuple[str, ...] = ()
+"""Wheels carried without their dependencies (none now: verl, whose full set of Ray, Hydra
+and W&B cannot travel, is not carried; its DataProto's TensorDict is)."""
 OWN_PACKAGES = ("gapwatch", "orchestrator", "workers", "correction", "store", "ui", "bench")
 WORKER_PATH = (
     "workers", "workers.config", "workers.loop", "workers.model", "workers.samplers",
@@ -235,6 +239,8 @@ def check_wheels(folder: Path | None, limit_mib: float) -> list[str]:
     present = present_closure()
     env = _target_env()
     for name in pinned:
+        if _canon(name) in {_canon(n) for n in NO_DEPS}:
+            continue
         for text in md.requires(name) or []:
             req = Requirement(text)
             if req.marker is not None and not req.marker.evaluate({**env, "extra": ""}):
@@ -652,6 +658,12 @@ def summarize(out: Path, reference: Path | None) -> dict[str, Any]:
         if d is not None and c is not None:
             check(f"{phase} compressed gap >= {RATIO:g}x dense", c >= RATIO * d,
                   f"{c:.4g} vs {d:.4g} ({c / d:.0f}x)" if d > 0 else f"{c:.4g} vs 0")  # fmt: skip
+    integ = out / "integrations.json"  # bench/gpu_integrations.py: TRL and verl
+    if integ.is_file():
+        for c in json.loads(integ.read_text())["checks"]:
+            check(f"integrations: {c['check']}", c["ok"], c["detail"])
+    else:
+        check("integrations (TRL, verl)", False, "no integrations.json (not run)")
     counts = _pytest_counts(out / "pytest.xml")
     if counts is not None:
         passed = counts["tests"] - counts["failures"] - counts["errors"] - counts["skipped"]

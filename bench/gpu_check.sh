@@ -16,10 +16,13 @@
 #   env      versions and the GPU -> OUT/env.json; without CUDA the check stops there
 #   pytest   pytest -m gpu over the GPU test files, the vLLM ones left out -> OUT/pytest.xml
 #   quick    the quick preset on CUDA, dense and compressed (bench/gpu_check.py run quick)
+#   integrations  GapGRPOTrainer (TRL) dense and compressed on CUDA, and the verl plug-in
+#            on a DataProto of CUDA tensors (bench/gpu_integrations.py -> OUT/integrations.json)
 #   large    the large preset with the torch sampler on a ~300M Llama built there, dense
 #            and compressed (bench/gpu_check.py run large)
 #   summary  OUT/results.md and OUT/results.json; the script exits 0 only if every check passed
-# The vLLM sampler is not checked: vLLM (several hundred MB) cannot be carried there.
+# The vLLM sampler is not checked: vLLM (several hundred MB) cannot be carried there, so the
+# TRL runs sample with the torch sampler (bench/gpu_integrations.py takes vLLM where it imports).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
@@ -47,11 +50,14 @@ if [[ -z $PY ]]; then
   if ((DRY)) && [[ -x .venv/bin/python ]]; then PY=.venv/bin/python; else PY=python3; fi
 fi
 CHECK=(bench/gpu_check.py)
+INTEGRATIONS=(bench/gpu_integrations.py)
 DEVICE=(--device cuda)
 RUN_EXTRA=()
+INTEG_EXTRA=()
 if ((REHEARSE)); then
   DEVICE=(--device cpu)
   RUN_EXTRA=(--shrink --steps 1 --as-gpu-machine)
+  INTEG_EXTRA=(--steps 1 --as-gpu-machine)
 fi
 SUMMARY_S=20                          # kept back for the summary
 START=$(date +%s)
@@ -113,7 +119,7 @@ dry_step() {
   echo "== $name: $*"
   if [[ $1 == unpack_wheels ]]; then
     "$PY" "${CHECK[@]}" wheels --wheels "$WHEELS" || rc=$?
-  elif [[ $1 == "$PY" && ${2:-} == "${CHECK[0]}" ]]; then
+  elif [[ $1 == "$PY" && ( ${2:-} == "${CHECK[0]}" || ${2:-} == "${INTEGRATIONS[0]}" ) ]]; then
     GPU_CHECK_PARSE_ONLY=1 "$@" || rc=$?
   elif [[ $1 == "$PY" && ${2:-} == -m && ${3:-} == pytest ]]; then
     "$@" --collect-only -q > "$TMP/collect.txt" 2>&1 || rc=$?
@@ -170,6 +176,7 @@ then
   step pytest 120 "$PY" -m pytest -q -m gpu -p no:cacheprovider \
     -W ignore::pytest.PytestConfigWarning --junitxml="$OUT/pytest.xml" "${GPU_TESTS[@]}"
   step quick 100 "$PY" "${CHECK[@]}" run quick --out "$OUT" "${DEVICE[@]}" "${RUN_EXTRA[@]}"
+  step integrations 90 "$PY" "${INTEGRATIONS[@]}" --out "$OUT" "${DEVICE[@]}" "${INTEG_EXTRA[@]}"
   step large 240 "$PY" "${CHECK[@]}" run large --out "$OUT" --work "$TMP/work" "${DEVICE[@]}" \
     "${RUN_EXTRA[@]}"
 fi
