@@ -107,7 +107,7 @@ def sweep_part(work: Path) -> list[str]:
     return lines
 
 
-def overhead_part(steps: int, work: Path) -> list[str]:
+def overhead_part(steps: int, blocks: int, work: Path) -> list[str]:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from trl import GRPOConfig, GRPOTrainer
@@ -153,7 +153,7 @@ def overhead_part(steps: int, work: Path) -> list[str]:
 
         return inner
 
-    for _ in range(2):  # alternating blocks
+    for _ in range(blocks):  # alternating blocks
         for name in ("plain", "gap"):
             tr = build(name == "gap")
             if name == "gap":
@@ -165,9 +165,9 @@ def overhead_part(steps: int, work: Path) -> list[str]:
             times[name] += per[1:]  # the first step pays for warm-up
             print(f"[trl_gap_bench] {name}: {len(per)} steps, {wall:.1f} s", flush=True)
     plain, gap = statistics.median(times["plain"]), statistics.median(times["gap"])
-    gap_total = 2 * steps * gap  # about: the gap trainer's time in steps
+    gap_total = blocks * steps * gap  # about: the gap trainer's time in steps
     return [
-        f"{steps} steps x 2 blocks per trainer (first step of each block dropped), 1 torch "
+        f"{steps} steps x {blocks} blocks per trainer, alternating (first step of each block dropped), 1 torch "
         "thread, 16 tasks x 4 episodes of `mul` a step, learning rate 0 so that both "
         "trainers play the same episodes every step (with learning, the two runs' policies "
         "and so their episode lengths drift apart, and step times with them); TRL's "
@@ -191,6 +191,7 @@ def main() -> int:
     ap.add_argument("--sweep", action="store_true", help="part 1 only")
     ap.add_argument("--overhead", action="store_true", help="part 2 only")
     ap.add_argument("--steps", type=int, default=12, help="steps per overhead block")
+    ap.add_argument("--blocks", type=int, default=4, help="overhead blocks per trainer")
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "trl_gap_bench.md")
     args = ap.parse_args()
     both = not (args.sweep or args.overhead)
@@ -206,7 +207,7 @@ def main() -> int:
             lines += ["### The paired TRL sweep", "", *sweep_part(Path(tmp)), ""]
         if both or args.overhead:
             lines += ["### What the diagnostics cost a TRL step", "",
-                      *overhead_part(args.steps, Path(tmp)), ""]  # fmt: skip
+                      *overhead_part(args.steps, args.blocks, Path(tmp)), ""]  # fmt: skip
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text("\n".join(lines))
     print("\n".join(lines))
