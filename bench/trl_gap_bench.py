@@ -1,13 +1,16 @@
 """The seed's paired experiment inside TRL: the sweep's figures and what the diagnostics cost.
 
 Part 1 (``--sweep``): runs ``examples/sweep-trl-gap.yaml`` (2 seeds x dense control + top-k
-5% x {none, tis, icepop}, TRL's GRPOTrainer on the tiny model, 1 CPU a trial) into a fresh
-SQLite store with the default rules, then reads back per pair:
+5% x {none, tis, icepop}, TRL's GRPOTrainer on the tiny model, 1 CPU a trial) twice into
+fresh SQLite stores: once with no stopping (each trial's fate by the ground truth's
+``fate``: collapsed when its last-5 mean score is below its threshold, and the onset), then
+with the default rules, and reads back per pair:
 
 - each control's learning by the ground truth's criteria (``bench/ground_truth.learning``);
 - each treatment's stored post-tool mismatch p95 (median over its steps) against its
   control's over the same steps, and against its own text p95;
-- every stop (rule, step) and whether a control was stopped;
+- every stop (rule, step) against the trial's unstopped fate: a treatment is stopped iff it
+  collapses, and no control is stopped;
 - whether sketches were stored (the UI's ECDFs read them).
 
 Part 2 (``--overhead``): one process, 1 torch thread, the same ``ToolEpisodes`` rollouts:
@@ -50,12 +53,32 @@ def _ground_truth() -> Any:
     return mod
 
 
+def fates(work: Path) -> dict[str, dict[str, Any]]:
+    """Each trial's fate with no rule stopping it (``bench/ground_truth.fate``)."""
+    from orchestrator.config import load_sweep_config
+    from orchestrator.sweep import execute_sweep
+    from store import open_store
+
+    gt = _ground_truth()
+    sweep = load_sweep_config(ROOT / "examples" / "sweep-trl-gap.yaml", ["stopping=false"])
+    url = f"sqlite:///{work}/trl-gap-nostop.db"
+    out = execute_sweep(sweep, db_url=url, address=None, resume=False,
+                        storage=work / "ray-nostop", live=False)  # fmt: skip
+    st = open_store(url)
+    res = {}
+    for r in st.runs(sweep_id=out.sweep_id):
+        score = [float(h[N.SCORE_MEAN]) for h in st.history(r.id) if N.SCORE_MEAN in h]
+        res[r.trial_id] = gt.fate(score)
+    return res
+
+
 def sweep_part(work: Path) -> list[str]:
     from orchestrator.config import load_sweep_config
     from orchestrator.sweep import execute_sweep
     from store import open_store
 
     learning = _ground_truth().learning
+    fate = fates(work)  # the same sweep with no stops: what each trial would have become
     sweep = load_sweep_config(ROOT / "examples" / "sweep-trl-gap.yaml", [])
     url = f"sqlite:///{work}/trl-gap.db"
     out = execute_sweep(sweep, db_url=url, address=None, resume=False, storage=work / "ray",
@@ -67,9 +90,10 @@ def sweep_part(work: Path) -> list[str]:
         f"`gapwatch sweep examples/sweep-trl-gap.yaml` (default rules): {out.status}, wall "
         f"**{out.wall_s:.0f} s**, trial-steps {out.trial_steps_used} of {out.trial_steps_budget}.",
         "",
-        "| run | role | steps | stop | learning (steps 1-3 -> last 10) | post-tool p95 "
-        "(median) | its control's, same steps | ratio | own text p95 | sketches stored |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| run | role | steps | stop | learning (steps 1-3 -> last 10) | unstopped: fate, "
+        "onset | post-tool p95 (median) | its control's, same steps | ratio | own text p95 | "
+        "sketches stored |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     controls = {r.pair_key: r for r in runs if r.role == "control"}
     checks: dict[str, bool] = {}
@@ -82,13 +106,15 @@ def sweep_part(work: Path) -> list[str]:
         post_key, text_key = N.tail("post_tool", "p95"), N.tail("text", "p95")
         post = statistics.median(float(h[s][post_key]) for s in steps if post_key in h[s])
         text = statistics.median(float(h[s][text_key]) for s in steps if text_key in h[s])
+        f = fate.get(r.trial_id, {})
+        unstopped = f"{f.get('fate', '-')}, {f.get('onset') or '-'}"
         if r.role == "control":
             lr = learning(score)
             learn = f"{lr['first3']:+.3f} -> {lr['last10']:+.3f} ({'meets' if lr['learns'] else 'misses'})"
             checks[f"{r.trial_id} learns"] = bool(lr["learns"])
             checks[f"{r.trial_id} not stopped"] = r.stop_rule is None
             lines.append(f"| {r.trial_id} | control | {len(steps)} | {stop} | {learn} | "
-                         f"{post:.4f} | | | {text:.4f} | {n_dist} steps |")  # fmt: skip
+                         f"{unstopped} | {post:.4f} | | | {text:.4f} | {n_dist} steps |")  # fmt: skip
             continue
         c = controls[r.pair_key]
         ch = hist[c.id]
@@ -98,9 +124,10 @@ def sweep_part(work: Path) -> list[str]:
         ratio = post / cpost if cpost > 0 else float("inf")
         checks[f"{r.trial_id} >= 10x control"] = ratio >= 10
         checks[f"{r.trial_id} post > text"] = post > text
-        checks[f"{r.trial_id} stopped"] = r.stop_rule is not None
-        lines.append(f"| {r.trial_id} | treatment | {len(steps)} | {stop} | | {post:.4f} | "
-                     f"{cpost:.4f} | {ratio:.0f}x | {text:.4f} | {n_dist} steps |")  # fmt: skip
+        collapses = f.get("fate") == "collapsed"
+        checks[f"{r.trial_id} stopped iff it collapses"] = (r.stop_rule is not None) == collapses
+        lines.append(f"| {r.trial_id} | treatment | {len(steps)} | {stop} | | {unstopped} | "
+                     f"{post:.4f} | {cpost:.4f} | {ratio:.0f}x | {text:.4f} | {n_dist} steps |")  # fmt: skip
     failed = [k for k, ok in checks.items() if not ok]
     lines += ["", f"Checks: {len(checks) - len(failed)} of {len(checks)} hold"
               + (f"; failing: {', '.join(failed)}" if failed else "") + "."]  # fmt: skip

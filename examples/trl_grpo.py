@@ -10,7 +10,9 @@ the built-in worker warm-starts (saved as a Hugging Face model directory, no hub
 ``--codec topk --keep 0.05`` compresses the policy's forward with a gapwatch codec: TRL
 samples and learns with the same model on CPU (no vLLM), so this is a degraded policy,
 not a train-inference gap; TRL's importance-sampling corrections need vLLM and are not
-used here (``--correction`` is recorded as the run's label only).
+used here (``--correction`` is recorded as the run's label only). For the seed's
+experiment itself (a dense sampler, a compressed trainer forward, gapwatch's sliced
+diagnostics and corrections in TRL's loss) see ``examples/trl_gap.py``.
 
     python examples/trl_grpo.py --seed 0 --steps 8                      # into ./gapwatch.db
     python examples/trl_grpo.py --log out/metrics.jsonl --no-store  # for a sweep or a watch
