@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -66,6 +67,19 @@ def _stand_in(tmp_path: Path, marker: str, *extra: str) -> dict[str, object]:
     }
 
 
+def _example_sweep(tmp_path: Path, name: str, overrides: list[str]) -> tuple[Any, dict[str, Any]]:
+    """Run ``examples/<name>`` with ``overrides`` on a real local Ray into a fresh SQLite
+    store; the store and its runs by trial key (the sweep must complete)."""
+    sweep = load_sweep_config(ROOT / "examples" / name, overrides)
+    url = f"sqlite:///{tmp_path}/sweep.db"
+    out = execute_sweep(
+        sweep, db_url=url, address=None, resume=False, storage=tmp_path / "ray", live=False
+    )
+    assert out.status == "completed"
+    st = open_store(url)
+    return st, {r.trial_id: r for r in st.runs(sweep_id=out.sweep_id)}
+
+
 def test_a_log_left_by_an_earlier_attempt_is_set_aside(tmp_path: Path) -> None:
     """A restarted command trial starts its trainer from step 1: the log an earlier
     attempt left at the same path is renamed first, never appended to."""
@@ -83,14 +97,7 @@ def test_the_trl_example_sweep_stops_the_treatment_and_leaves_nothing_running(
     tmp_path: Path,
 ) -> None:
     pytest.importorskip("trl")
-    sweep = load_sweep_config(ROOT / "examples" / "sweep-trl.yaml", ["seeds=[0]", "steps=6"])
-    url = f"sqlite:///{tmp_path}/trl.db"
-    out = execute_sweep(
-        sweep, db_url=url, address=None, resume=False, storage=tmp_path / "ray", live=False
-    )
-    assert out.status == "completed"
-    st = open_store(url)
-    runs = {r.trial_id: r for r in st.runs(sweep_id=out.sweep_id)}
+    st, runs = _example_sweep(tmp_path, "sweep-trl.yaml", ["seeds=[0]", "steps=6"])
     ctrl, treat = runs["s0-control"], runs["s0-topk_keep0.05-none"]
     assert ctrl.pair_key == treat.pair_key and (ctrl.role, treat.role) == ("control", "treatment")
     assert ctrl.status == "completed" and [h["step"] for h in st.history(ctrl.id)] == list(
@@ -183,16 +190,8 @@ def test_the_trl_gap_sweep_stores_the_sliced_tails_and_sketches_of_each_trl_tria
     pytest.importorskip("trl")
     from correction import names as N
 
-    sweep = load_sweep_config(
-        ROOT / "examples" / "sweep-trl-gap.yaml", ["seeds=[0]", "steps=3", "correction=[tis]"]
-    )
-    url = f"sqlite:///{tmp_path}/trl-gap.db"
-    out = execute_sweep(
-        sweep, db_url=url, address=None, resume=False, storage=tmp_path / "ray", live=False
-    )
-    assert out.status == "completed"
-    st = open_store(url)
-    runs = {r.trial_id: r for r in st.runs(sweep_id=out.sweep_id)}
+    overrides = ["seeds=[0]", "steps=3", "correction=[tis]"]
+    st, runs = _example_sweep(tmp_path, "sweep-trl-gap.yaml", overrides)
     ctrl, treat = runs["s0-control"], runs["s0-topk_keep0.05-tis"]
     assert ctrl.status == "completed"
     for run in (ctrl, treat):
