@@ -205,3 +205,43 @@ def test_post_tool_is_the_models_tokens_after_the_first_tool_result() -> None:
         [False] * 7,  # no tool call: all text
     ]
     assert not post_tool_mask(valid, None).any()
+
+
+@pytest.mark.slow
+def test_trls_own_generation_samples_dense_and_the_trainer_learns_compressed(
+    tmp_path: Path,
+) -> None:
+    """No rollout_func: TRL's transformers generation runs with the codec off, the sampler's
+    log-probs come from a dense forward, the trainer's through the codec."""
+    from datasets import Dataset
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from trl import GRPOConfig
+
+    from gapwatch.integrations.trl import GapConfig, GapGRPOTrainer
+    from workers import RunConfig
+    from workers.model import ensure_warm_start
+
+    path = ensure_warm_start(RunConfig.preset("quick"))
+    tok = AutoTokenizer.from_pretrained(path, local_files_only=True)
+    prompts = Dataset.from_list([{"prompt": f"Q:{10 + i}*{20 + i}\n"} for i in range(16)])
+
+    def first_figures(codec: str) -> dict[str, float]:
+        torch.manual_seed(0)
+        model = AutoModelForCausalLM.from_pretrained(path, local_files_only=True)
+        cfg = GRPOConfig(
+            output_dir=str(tmp_path / codec), max_steps=1, per_device_train_batch_size=8,
+            num_generations=4, max_completion_length=12, report_to=[], use_cpu=True,
+            bf16=False, save_strategy="no",
+        )  # fmt: skip
+        strength = {"keep": 0.05} if codec == "topk" else {}
+        trainer = GapGRPOTrainer(
+            model=model, args=cfg, processing_class=tok, train_dataset=prompts,
+            reward_funcs=lambda completions, **_: [float(len(c)) for c in completions],
+            gap=GapConfig(codec=codec, codec_kwargs=strength),
+        )  # fmt: skip
+        trainer.train()
+        (figs,) = [h for h in trainer.state.log_history if N.PROBS_DIFF_MEAN in h]
+        return figs
+
+    assert first_figures("none")[N.tail("text", "max")] < 1e-4
+    assert first_figures("topk")[N.PROBS_DIFF_MEAN] > 0.3
