@@ -67,6 +67,9 @@ ABS_LOG_RATIO_MAX: Final = "rollout_corr/abs_log_ratio_max"
 KL: Final = "rollout_corr/kl"
 """k1 estimator of KL(sampler || trainer): mean of logp_sampler - logp_trainer."""
 K3_KL: Final = "rollout_corr/k3_kl"
+K2_KL: Final = "rollout_corr/k2_kl"
+"""k2 estimator: 0.5 * mean((log pi_sampler - log pi_trainer)^2) (Tinker's
+``optim/kl_sample_train_v2``; verl logs none)."""
 LOG_PPL_DIFF: Final = "rollout_corr/log_ppl_diff"
 CHI2_TOKEN: Final = "rollout_corr/chi2_token"
 

@@ -363,9 +363,8 @@ class NameMapper:
         if self.source is None or (self._auto and self.source == "gapwatch"):
             # told from the first row with a trainer's marks (a first row of timings has none)
             self.source = name_maps.detect(view)
-        table = name_maps.MAPS[self.source]  # type: ignore[index]
         for name, v in view.items():
-            m = table.get(name)
+            m = name_maps.lookup(self.source, name)  # type: ignore[arg-type]
             if m is not None and m.name not in out:
                 out[m.name] = v
                 self.used.setdefault(original[name], m.name)
