@@ -990,6 +990,98 @@ class EssCollapse(StreakRule):
         return ev
 
 
+MISMATCH_FLOORS: dict[str, float] = {
+    N.PROBS_DIFF_MEAN: 0.02,
+    N.ABS_LOG_RATIO_MEAN: 0.05,
+    N.KL: 0.01,
+    N.K2_KL: 0.01,
+    N.K3_KL: 0.01,
+    N.MASKED_FRACTION: 0.05,
+    N.RS_MASKED_FRACTION: 0.05,
+    N.RAW_RATIO_MAX: 3.0,
+}
+"""The mismatch families ``mismatch_growth`` reads, each with the level its grown value
+must also reach (its absolute guard). The KL estimators (k1 signed: its size is read) are
+in nats per token; ``rollout_corr/raw_ratio_max`` is read as |log| of the ratio (3: a
+token 20x likelier to one engine than the other). Guards: a dense run's mismatch is
+bf16 rounding (ground truth: probability gap 0.0003-0.001, |log-ratio| about 0.001, k3
+about 1e-5), so ten times it stays far below every guard; prime-rl masks a token once
+|p_train - p_infer| > 0.2, so a mean gap of 0.02 is a tenth of its per-token line."""
+
+
+@dataclass
+class MismatchState(Streak):
+    """Per family: its early level and its smoothed recent value."""
+
+    early: dict[str, Baseline] = field(default_factory=dict)
+    rolling: dict[str, Rolling] = field(default_factory=dict)
+    crossed: Evidence | None = None
+
+
+def _mismatch(row: Row, name: str) -> float | None:
+    v = value(row, name)
+    if v is None:
+        return None
+    if name == N.RAW_RATIO_MAX:
+        return abs(math.log(v)) if v > 0 else None
+    return abs(v)
+
+
+@register("mismatch_growth")
+@checked(frozen=True, kw_only=True, config=CHECKED)
+class MismatchGrowth(StreakRule):
+    """The trainer/sampler mismatch itself, judged against the run's own early level with no
+    control: any family of ``MISMATCH_FLOORS`` (probability gap, mean |log-ratio|, KL k1/k2/
+    k3, masked share, the raw importance ratio's extreme) whose median over ``window``
+    trainer steps has reached ``factor`` times its early level and its family's absolute
+    guard, for ``k`` trainer steps. A mismatch high from the first step does not fire it:
+    that is the codec's (or the engines') gap, which ``gap_vs_control`` reports against a
+    control and the ESS and tail rules judge as it evolves; this rule is for a mismatch that
+    *grows* while training runs (prime-rl's ``mismatch_kl`` climbing 0.001 -> 0.5 -> 3 as its
+    masked share goes 0 -> 27%), which no other rule reads without a control."""
+
+    feeds = tuple(frozenset({n}) for n in MISMATCH_FLOORS)
+
+    factor: Float | None = Field(default=10.0, gt=1)
+    """Ten times the early level. On the ground truth the mismatch is set by the codec from
+    step 1 and does not grow: no run of it, dense or compressed, fires at 10x
+    (bench/results/detection_bench.md). A mismatch that grows 10x is a trainer and a sampler
+    drifting apart, whatever the level it started from."""
+    baseline_steps: Int = Field(default=3, ge=1)
+    """The first trainer steps (from the family's first value above 0) whose median is the
+    early level."""
+    window: Int = Field(default=3, ge=1)
+    """Trainer steps the value is smoothed over (the lower median): one spike does not
+    count."""
+    k: Int = Field(default=2, ge=1)  # type: ignore[misc]
+    """Trainer steps the growth must last."""
+    grace: Int = Field(default=2, ge=0)
+
+    def start(self) -> MismatchState:
+        return MismatchState()
+
+    def update(self, state: MismatchState, row: Row, control: ControlView, step: int) -> None:
+        state.crossed = None
+        for name, guard in MISMATCH_FLOORS.items():
+            v = _mismatch(row, name)
+            early = state.early.setdefault(name, Baseline())
+            early.feed(v, step, self.baseline_steps, positive=True)
+            smooth = state.rolling.setdefault(name, Rolling()).feed(v, step, self.window)
+            lvl = early.level
+            if v is None or smooth is None or lvl is None or lvl <= 0 or self.factor is None:
+                continue
+            line = max(self.factor * lvl, guard)
+            if smooth >= line and state.crossed is None:
+                state.crossed = {"figure": name, "value": smooth, "early": lvl, "line": line,
+                                 "guard": guard, "times_early": smooth / lvl}  # fmt: skip
+        extend(state, state.crossed is not None, step)
+
+    def evidence(
+        self, state: MismatchState, row: Row, control: ControlView, step: int
+    ) -> Evidence | None:
+        return None if state.crossed is None else {**state.crossed, "window": self.window}
+
+
 @dataclass
 class FirstState(State):
     """The run's first step (its step and gap figures)."""

@@ -26,6 +26,7 @@ _ALL_RULES: Final = (
     "length_at_cap",
     "length_collapse",
     "length_runaway",
+    "mismatch_growth",
     "non_finite",
     "post_tool_tail_growth",
     "score_collapse",

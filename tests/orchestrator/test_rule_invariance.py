@@ -72,6 +72,8 @@ def regime(draw: st.DrawFn) -> Row:
         N.KL_TO_REF: draw(st.sampled_from([0.0, 0.003, 0.05, 2.0, 9.0])),
         N.GRAD_NORM: draw(st.sampled_from([0.0, 0.2, 1.0, 30.0])),
         N.PROBS_DIFF_MEAN: draw(st.sampled_from([0.002, 0.6])),
+        N.K3_KL: draw(st.sampled_from([1e-5, 0.004, 0.5])),
+        N.MASKED_FRACTION: draw(st.sampled_from([0.0, 0.01, 0.3])),
         TEXT: draw(st.sampled_from([0.05, 0.5])),
         POST: draw(st.sampled_from([0.05, 0.5, 5.0])),
         N.ess("post_tool"): draw(st.sampled_from([0.01, 0.5, 0.99])),
@@ -144,8 +146,9 @@ def every(rows: list[Row], m: int) -> list[Row]:
 
 
 SMOOTHED = frozenset(
-    {"defaults", "score_collapse", "grad_norm_blowup", "kl_blowup", "post_tool_tail_growth"}
-)
+    {"defaults", "score_collapse", "grad_norm_blowup", "kl_blowup", "post_tool_tail_growth",
+     "mismatch_growth"}
+)  # fmt: skip
 """Rule sets whose stop may move by up to two logging intervals (module docstring)."""
 TESTED = {"grad_norm_blowup": {"window": 10, "baseline_steps": 10}}
 """Defaults, but for ``grad_norm_blowup``'s 50-step window and early level: longer than

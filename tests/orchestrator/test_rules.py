@@ -68,6 +68,7 @@ def test_registry_names_and_metrics() -> None:
             "entropy_collapse",
             "kl_blowup",
             "grad_norm_blowup",
+            "mismatch_growth",
             "non_finite",
         ]
     )
