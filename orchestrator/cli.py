@@ -11,11 +11,14 @@ from __future__ import annotations
 
 import functools
 import os
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
 import typer
+
+from orchestrator.signals import Terminated
 
 app = typer.Typer(
     name="gapwatch",
@@ -80,6 +83,13 @@ def friendly(fn: F) -> F:
         except KeyboardInterrupt:
             typer.echo("interrupted", err=True)
             raise typer.Exit(130) from None
+        except Terminated:
+            # the work's own finally blocks have run (its run marked, its log closed): end
+            # now, as SIGTERM asks, without the seconds torch's teardown takes at exit
+            typer.echo("terminated (SIGTERM); what was recorded is kept", err=True)
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(143)
         except Exception as exc:  # noqa: BLE001 - the CLI's one place to catch everything
             if os.environ.get("GAPWATCH_DEBUG"):
                 raise

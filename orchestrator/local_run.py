@@ -26,6 +26,7 @@ import yaml
 from rich.markup import escape
 
 from correction import names as N
+from orchestrator.signals import terminated_raises
 from orchestrator.tracked import TrackedRun
 from store import identity
 
@@ -191,7 +192,7 @@ def run_local(
         TimeElapsedColumn(),
     )
     try:
-        with Progress(*columns, transient=False) as bar:
+        with terminated_raises(), Progress(*columns, transient=False) as bar:
             task = bar.add_task("steps", total=cfg.steps, info="warming up")
             for res in train(cfg):
                 if file_log is not None:
@@ -208,6 +209,7 @@ def run_local(
     except BaseException as exc:
         msg = " ".join(str(exc).split()) or type(exc).__name__
         run.finish(error="interrupted" if isinstance(exc, KeyboardInterrupt) else msg)
+        # (SIGTERM: "ended by SIGTERM"; the run is failed with it, not left running)
         raise
     finally:
         if file_log is not None:

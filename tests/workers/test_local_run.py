@@ -226,3 +226,40 @@ def test_no_store_trains_into_the_log_only(tmp_path: Path) -> None:
         res = run(*args)
         lines_err = res.stderr.strip().splitlines()
         assert res.returncode == 2 and len(lines_err) == 1 and needle in lines_err[0], res.stderr
+
+
+@pytest.mark.slow
+def test_a_run_ended_by_sigterm_is_failed_with_the_reason_not_left_running(
+    tmp_path: Path,
+) -> None:
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from store import open_store
+
+    db = f"sqlite:///{tmp_path}/t.db"
+    gapwatch = Path(sys.executable).with_name("gapwatch")
+    proc = subprocess.Popen(
+        [str(gapwatch), "run", str(EXAMPLES / "run-dense.yaml"), "--db", db, "--set", "steps=200",
+         "--set", "tasks_per_step=2", "--set", "num_threads=1"],
+        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:  # until the run has stored a step
+            time.sleep(0.5)
+            if (tmp_path / "t.db").exists():
+                runs = open_store(db).runs()
+                if runs and runs[0].last_step:
+                    break
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 143, err
+    assert err.strip().splitlines()[-1] == "terminated (SIGTERM); what was recorded is kept"
+    (run,) = open_store(db).runs()
+    assert run.status == "failed" and "SIGTERM" in (run.error or ""), run
+    assert run.last_step is not None and run.last_step >= 1  # its steps kept
