@@ -30,6 +30,15 @@ MAX_WHOLE = 512 << 20
 """Largest file read whole (512 MiB): far above any history of scalars."""
 
 
+STEP_ALIASES: tuple[str, ...] = (
+    "step", "_step", "global_step", "train/global_step", "trainer/global_step", "Step",
+    "iteration", "iter", "update",
+)  # fmt: skip
+"""Names a log's step goes by, in this order of preference: W&B's ``_step``, transformers'
+``global_step`` (and its trackers' ``train/``/``trainer/`` forms), hand-written loops'
+``iteration``/``iter``/``update``."""
+
+
 class LogError(ValueError):
     """A metrics log that cannot be read, with where and how to fix it."""
 

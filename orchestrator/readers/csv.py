@@ -15,10 +15,19 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
-from orchestrator.readers.base import Entry, LineReader, LogError, number, parse_step, register
+from orchestrator.readers.base import (
+    STEP_ALIASES,
+    Entry,
+    LineReader,
+    LogError,
+    number,
+    parse_step,
+    register,
+)
 
-STEP_COLUMNS = ("_step", "step", "global_step", "Step", "trainer/global_step")
-"""Header names taken as the step column of a wide CSV, in this order of preference."""
+STEP_COLUMNS = ("_step", *(a for a in STEP_ALIASES if a != "_step"))
+"""Header names taken as the step column of a wide CSV, in this order of preference (W&B's
+``_step`` first: its exports may also hold a logged ``step``)."""
 
 
 def _cells(text: str, where: str) -> list[str]:
@@ -51,7 +60,10 @@ class Csv(LineReader):
         except csv.Error:
             return False
         if len(cells) == 3 and all(cells):
-            return True
+            # a long step,name,value row: its header, or a step and a value (not a console
+            # line with two commas: "Epoch:[1/1](12/500), Reward: 0.38, KL: 0.01")
+            header = cells[0] in STEP_COLUMNS or cells[0].lower() == "step"
+            return header or (number(cells[0]) is not None and number(cells[2]) is not None)
         return len(cells) >= 2 and any(c in STEP_COLUMNS for c in cells)
 
     def line(self, text: str, where: str) -> Entry | None:
@@ -70,6 +82,7 @@ class Csv(LineReader):
             if len(set(cells)) != len(cells):
                 raise LogError(f"{where}: the header names a column twice ({','.join(cells)[:60]})")
             self.header, self.step_col = cells, step_col
+            self.notes.append(f"steps: the {cells[step_col]!r} column")
             return None
         if cells[0].lower() == "step":
             raise LogError(

@@ -5,7 +5,10 @@
   ``history``/``rows``/``data``;
 - an object of per-metric arrays with a step array (``{"step": [...], "loss": [...]}``,
   a DataFrame's ``to_json(orient="list")``); arrays shorter than the step array, and
-  ``null`` cells, are absent figures.
+  ``null`` cells, are absent figures;
+- an object of per-metric arrays with no step array, all of one length, whose position is
+  the step (``{"rewards_avg": [...], "kl_avg": [...]}``, a hand-written trainer's dump):
+  steps 0, 1, ... as for records without a step field, and said in the report.
 
 The step is the first of ``_step``, ``step``, ``global_step``, ``Step`` present (a list
 without any: the row index). Detected by content: one JSON document of either shape.
@@ -32,13 +35,30 @@ def _records(doc: Any) -> list[Any] | None:
     return None
 
 
-def _columns(doc: Any) -> tuple[str, dict[str, list[Any]]] | None:
+def _columns(doc: Any) -> tuple[str | None, dict[str, list[Any]]] | None:
+    """The step array's key (None: positions are the steps) and every array."""
     if not isinstance(doc, dict):
         return None
+    arrays = {k: v for k, v in doc.items() if isinstance(v, list)}
     key = next((k for k in STEP_KEYS if isinstance(doc.get(k), list)), None)
-    if key is None:
-        return None
-    return key, {k: v for k, v in doc.items() if isinstance(v, list)}
+    if key is not None:
+        return key, arrays
+    return (None, arrays) if _positional(doc, arrays) else None
+
+
+def _positional(doc: dict[str, Any], arrays: dict[str, list[Any]]) -> bool:
+    """Per-metric arrays of numbers alone, at least two, of one length of at least two (a
+    config or another document that merely holds a list is not a history)."""
+    if len(arrays) < 2 or len(arrays) != len(doc):
+        return False
+    lengths = {len(v) for v in arrays.values()}
+    if len(lengths) != 1 or lengths.pop() < 2:
+        return False
+    return all(
+        v is None or (isinstance(v, int | float) and not isinstance(v, bool))
+        for arr in arrays.values()
+        for v in arr
+    )
 
 
 def shape(doc: Any) -> str | None:
@@ -100,7 +120,13 @@ class JsonHistory(WholeReader):
                 f"arrays with a step array ({', '.join(STEP_KEYS)})"
             )
         key, arrays = cols
-        for i, raw in enumerate(arrays[key]):
+        if key is None:
+            self.notes.append(
+                "steps: the array position (0, 1, ...; the arrays have no step array)"
+            )
+        n = len(arrays[key]) if key is not None else len(next(iter(arrays.values())))
+        for i in range(n):
+            raw = arrays[key][i] if key is not None else i
             if raw is None:
                 continue
             step = parse_step(raw, f"{path} {key}[{i}]")

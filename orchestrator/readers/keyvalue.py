@@ -4,7 +4,8 @@ stripped, array scalars unwrapped (``np.float64(0.3)``, ``tensor(0.3)``). Lines 
 pairs, or mostly other text (sample dumps, prompts, warnings), are skipped.
 
 The step is a named field (``--step-field``; default: the first of ``step``,
-``global_step``, ``iteration``, ``iter`` on the line, else a progress counter such as
+``global_step``, ``iteration``, ``iter`` on the line, else a line that opens with
+``Step 12:`` / ``Iteration 12 |`` / ``[step 12]``, else a progress counter such as
 ``(12/9751)``, the one with the largest total), or the first group of a user's regular
 expression (``--step-pattern 'Step (\\d+)'``). A step printed alone (``step: 3``, or
 a line the pattern matches) holds for the pairs of the lines right after it, until a line
@@ -47,6 +48,17 @@ stray ``A: 4`` in it, a sample dump, is not a line of figures)."""
 _SEGMENTS = re.compile(r",\s+|\s+\|\s+|\t")
 _SEGMENT = re.compile(r"^\s*([A-Za-z_][\w./@-]*(?: [A-Za-z_][\w./@-]*){0,4})\s*[:=]\s*(\S+)\s*$")
 _COUNTER = re.compile(r"[\[(]\s*(\d+)\s*/\s*(\d+)\s*[\])]")
+_LEADING = re.compile(
+    r"^\W{0,3}(?:global[ _])?(?:step|iteration|iter|update)\s*#?\s*(\d+)\s*(?:[:|\]),-]|$)", re.I
+)
+"""A line that opens with its step: ``Step 12: reward=...``, ``[step 12] loss=...``,
+``Iteration 12 | ...`` (a hand-written loop's ``print(f"Step {i}: ...")``)."""
+
+
+def leading(text: str) -> int | None:
+    """The step a line opens with (:data:`_LEADING`), or None."""
+    m = _LEADING.match(text)
+    return int(m.group(1)) if m else None
 
 
 def counter(text: str) -> int | None:
@@ -98,7 +110,9 @@ class KeyValue(LineReader):
             text = strip_ansi(ln)
             found = dict(pairs(text))
             if len(found) >= 2 and (
-                any(f in found for f in STEP_FIELDS) or counter(text) is not None
+                any(f in found for f in STEP_FIELDS)
+                or counter(text) is not None
+                or leading(text) is not None
             ):
                 return True
         return False
@@ -117,6 +131,10 @@ class KeyValue(LineReader):
             key = next((f for f in self.fields if f in metrics), None)
             if key is not None:
                 self.step = parse_step(metrics.pop(key), where)
+            elif self.options.step_field is None and (n := leading(text)) is not None:
+                self.step = n
+                if not self.notes:
+                    self.notes.append("steps: the 'Step N' each line opens with")
             elif self.options.step_field is None and (n := counter(text)) is not None:
                 self.step = n
                 if not self.notes:

@@ -1,0 +1,81 @@
+"""The hand-written trainers' shapes of issue 28 (item 1), each read as written and the way
+its steps were found said in the report: a JSONL with header or event records, per-metric
+arrays whose position is the step, a wide CSV whose step column is ``iteration``,
+``Step N:`` console lines, and ``Epoch:[1/1](i/n), Reward: ...`` lines (no longer taken
+for a long CSV). Shapes as the issue describes them; the 26 logs it was found on are kept
+apart from the project."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from orchestrator.logs import read_log
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "fmt", "steps", "note"),
+    [
+        (
+            "a.jsonl",
+            '{"type": "config", "lr": 1e-06, "model": "q"}\n'
+            '{"step": 1, "reward": 0.1}\n{"event": "eval", "acc": 0.3}\n'
+            '{"step": 2, "reward": 0.2}\n',
+            "jsonl", [1, 2], "skipped 2 header or event line(s) without a step",
+        ),
+        (
+            "b.jsonl",
+            '{"iteration": 5, "reward": 0.1}\n{"iteration": 6, "reward": 0.2}\n',
+            "jsonl", [5, 6], "steps: the 'iteration' field",
+        ),
+        (
+            "c.json",
+            '{\n  "rewards_avg": [0.1, 0.2, 0.3],\n  "kl_avg": [0.0, 0.01, null]\n}\n',
+            "json_history", [0, 1, 2], "steps: the array position",
+        ),
+        (
+            "d.csv",
+            "iteration,reward,kl\n1,0.1,0.0\n2,0.2,0.01\n3,0.3,0.02\n",
+            "csv", [1, 2, 3], "steps: the 'iteration' column",
+        ),
+        (
+            "e.log",
+            "Step 12: reward=-0.15 kl=0.001\nStep 13: reward=-0.10 kl=0.002\n",
+            "keyvalue", [12, 13], "steps: the 'Step N' each line opens with",
+        ),
+        (
+            "f.log",
+            "Epoch:[1/1](12/500), Reward: 0.38, KL: 0.01\nEpoch:[1/1](13/500), Reward: 0.40, KL: 0.02\n",
+            "keyvalue", [12, 13], "steps: the n/N progress counter",
+        ),
+    ],
+)  # fmt: skip
+def test_each_shape_is_read_with_its_step_source_said(
+    tmp_path: Path, name: str, text: str, fmt: str, steps: list[int], note: str
+) -> None:
+    path = tmp_path / name
+    path.write_text(text)
+    log = read_log(path)
+    assert log.format == fmt and log.report is not None
+    assert [r["step"] for r in log.rows] == steps
+    assert any(note in n for n in log.report.notes), log.report.notes
+    assert all(len(r) > 1 for r in log.rows)  # every step has figures
+
+
+def test_a_data_line_without_a_step_is_still_an_error(tmp_path: Path) -> None:
+    from orchestrator.logs import LogError
+
+    path = tmp_path / "m.jsonl"
+    path.write_text('{"step": 1, "reward": 0.1}\n{"reward": 0.2}\n')
+    with pytest.raises(LogError, match='line 2: no "step" key'):
+        read_log(path)
+
+
+def test_arrays_of_other_lengths_or_text_are_not_a_history(tmp_path: Path) -> None:
+    from orchestrator.logs import LogError
+
+    path = tmp_path / "cfg.json"
+    path.write_text('{"layers": [1, 2, 3], "names": ["a", "b", "c"]}')
+    with pytest.raises(LogError, match='no "step" key'):  # read as JSON lines, one line
+        read_log(path)
