@@ -20,8 +20,15 @@ The dicts carry no step; it is taken, in this order of preference, from:
    not each one);
 4. the training progress bar's count (`` 2%|2  | 12/500 [``) printed before the dict:
    transformers advances its bar to the trainer's global step before it prints the
-   step's dict (bars with a description, ``Loading ...: 50%|``, are other bars);
-5. the dict's row number (1, 2, ...): exact only for ``logging_steps=1``.
+   step's dict (bars with a description, ``Loading ...: 50%|``, are other bars), where the
+   bar is live when the first dict comes (not yet at its total);
+5. the epoch fraction over the first dict's (1, 2, ...):
+   dicts log at a constant interval, so their epochs grow by a constant, whatever the
+   bar printed elsewhere (a trainer whose stdout is buffered prints its dicts after its
+   bar has finished: the bar's count would put every dict at the last step);
+6. the dict's row number (1, 2, ...): exact only for ``logging_steps=1``.
+
+One source is chosen at the first dict and kept for the file, and said.
 
 The bar's count is right when stdout and stderr reach the file as they are written; a
 trainer whose stdout is buffered prints its dicts in bursts, late, which is why a whole
@@ -76,6 +83,9 @@ class ConsoleDicts(LineReader):
         self.every: int | None = None
         """The logging interval found by :meth:`prepare` (epoch and bar total)."""
         self.bar_total: int | None = None
+        self.source: str | None = None
+        """The step source chosen at the first dict (kept for the file)."""
+        self.first_epoch: float | None = None
 
     @classmethod
     def sniff(cls, path: Path, head: str) -> bool:
@@ -168,10 +178,32 @@ class ConsoleDicts(LineReader):
                 f"fraction and the progress bar's total of {self.bar_total} steps"
             )
             return self.rows * self.every
-        if self.bar is not None and (self.last_step is None or self.bar > self.last_step):
+        if self.source is None:  # the first dict: choose one source for the file
+            live = self.bar is not None and (self.bar_total is None or self.bar < self.bar_total)
+            epoch = metrics.get("epoch")
+            if live:
+                self.source = "bar"
+            elif epoch is not None and epoch > 0:
+                self.source, self.first_epoch = "epoch", epoch
+            else:
+                self.source = "row"
+        if self.source == "bar" and self.bar is not None:
             self._say("the progress bar's count before each dict")
-            return self.bar
-        self._say(
-            "the row number (1, 2, ...): give --logging-steps K if the trainer logged every K steps"
-        )
+            if self.last_step is None or self.bar > self.last_step:
+                return self.bar
+        elif self.source == "epoch" and self.first_epoch and metrics.get("epoch"):
+            self._say(
+                "the epoch fraction over the first dict's (1, 2, ...; the progress bar was "
+                "not live when the dicts were printed): give --logging-steps K if the trainer "
+                "logged every K steps"
+            )
+            step = round(metrics["epoch"] / self.first_epoch)
+            if self.last_step is None or step > self.last_step:
+                return step
+        elif self.source == "row":
+            self._say(
+                "the row number (1, 2, ...): give --logging-steps K if the trainer logged "
+                "every K steps"
+            )
+        # the chosen source says nothing new for this dict: the next step after the last
         return self.rows if self.last_step is None else max(self.rows, self.last_step + 1)

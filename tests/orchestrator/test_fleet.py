@@ -268,7 +268,8 @@ def test_a_fleet_of_real_writers_started_by_a_shell_loop(tmp_path: Path) -> None
         res = subprocess.run(
             [str(GAPWATCH), "watch", "runs/*/metrics.jsonl", "--db", db, "--sweep", "loop",
              "--layout", "runs/{correction}-s{seed}/metrics.jsonl",
-             "--pid-file", "{dir}/train.pid", "--grace", "3",
+             "--pid-file", "{dir}/train.pid", "--grace", "10",  # a bound, not a wait: a
+             # writer ends at once on SIGTERM; 3 s was once too short under load here
              "--on-stop", "echo {rule} {step} > {dir}/stopped.txt",
              "--idle", "2", "--rescan", "0.5", "--max-open", "4"],
             cwd=tmp_path, capture_output=True, text=True, timeout=90, check=False,
@@ -467,7 +468,7 @@ def test_a_fleet_of_real_trainers_started_by_a_shell_loop(tmp_path: Path) -> Non
         res = subprocess.run(
             [str(GAPWATCH), "watch", "--db", db, "--sweep", "trainers",
              "--layout", "runs/{trainer}/{codec}-{correction}-s{seed}/metrics.jsonl",
-             "--pid-file", "{dir}/train.pid", "--grace", "5",
+             "--pid-file", "{dir}/train.pid", "--grace", "10",
              "--on-stop", "echo stop {trainer}/{codec}-{correction}-s{seed}: {rule} at {step}",
              "--idle", "20", "--rescan", "1"],
             cwd=tmp_path, env=env, capture_output=True, text=True, timeout=420, check=False,

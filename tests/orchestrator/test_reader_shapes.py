@@ -79,3 +79,34 @@ def test_arrays_of_other_lengths_or_text_are_not_a_history(tmp_path: Path) -> No
     path.write_text('{"layers": [1, 2, 3], "names": ["a", "b", "c"]}')
     with pytest.raises(LogError, match='no "step" key'):  # read as JSON lines, one line
         read_log(path)
+
+
+def _buffered_trl_console(path: Path, summary: bool) -> None:
+    """TRL's console with stdout buffered: the training bar runs to 50/50 first, then the
+    50 dicts (logging_steps=1, epoch 0.02 a step) come, then (maybe) the closing summary."""
+    lines = [f"{2 * i}%|{'#' * (i // 5)}| {i}/50 [00:{i:02d}<00:30, 1.6it/s]" for i in range(51)]
+    lines += [
+        f"{{'loss': '0.1', 'reward': '{0.1 + i / 1000:.3f}', 'epoch': '{i * 0.02:.2f}'}}"
+        for i in range(1, 51)
+    ]
+    if summary:
+        lines.append("{'train_runtime': '30.1', 'train_steps_per_second': '1.6', 'epoch': '1.0'}")
+    path.write_text("\n".join(lines) + "\n")
+
+
+def test_dicts_printed_after_a_finished_bar_take_their_steps_from_the_epochs(
+    tmp_path: Path,
+) -> None:
+    from orchestrator.follow import LogFollower
+
+    path = tmp_path / "console.log"
+    _buffered_trl_console(path, summary=False)
+    # followed as it grows (watch): no summary to size the run yet
+    follower = LogFollower(path, "console_dicts")
+    steps = [s.step for s in follower.poll() + follower.close()]
+    assert steps == list(range(1, 51))  # not 50..99 from the finished bar's count
+    notes = [n for n in follower.report.notes if n.startswith("steps:")]
+    assert len(notes) == 1 and "epoch fraction" in notes[0], notes  # one source, said
+    _buffered_trl_console(path, summary=True)  # read whole (replay)
+    log = read_log(path)
+    assert [r["step"] for r in log.rows] == list(range(1, 51))
