@@ -230,6 +230,24 @@ def replay(
     raise typer.Exit(code)
 
 
+@app.command("names")
+@friendly
+def names_cmd(
+    log: Annotated[Path, typer.Argument(help="A log in any format replay reads.")],
+    fmt: Annotated[str, typer.Option("--format", help=FORMAT_HELP)] = "auto",
+    names: Annotated[str, typer.Option(help=NAMES_HELP)] = "auto",
+    step_field: Annotated[str | None, typer.Option(help=STEP_FIELD_HELP)] = None,
+    step_pattern: Annotated[str | None, typer.Option(help=STEP_PATTERN_HELP)] = None,
+    logging_steps: Annotated[int | None, typer.Option(help=LOGGING_STEPS_HELP)] = None,
+) -> None:
+    """How a log is read: format and steps, names mapped, which rules can decide, and a
+    names-file draft for the reward-, length- and mismatch-like keys left unmapped."""
+    from orchestrator.names_report import names_report, print_report
+
+    options = _read_options(step_field, step_pattern, logging_steps)
+    print_report(names_report(log, fmt=fmt, names=names, options=options))
+
+
 @app.command("watch")
 @friendly
 def watch(

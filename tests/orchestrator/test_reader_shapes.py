@@ -110,3 +110,29 @@ def test_dicts_printed_after_a_finished_bar_take_their_steps_from_the_epochs(
     _buffered_trl_console(path, summary=True)  # read whole (replay)
     log = read_log(path)
     assert [r["step"] for r in log.rows] == list(range(1, 51))
+
+
+def test_gapwatch_names_says_what_was_read_mapped_and_decidable_and_drafts_the_rest(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import json
+
+    import yaml
+
+    from correction import names as N
+    from orchestrator.names_report import names_report, print_report
+
+    path = tmp_path / "metrics.jsonl"
+    rows = [{"step": s, "train/agg/effective/agent/reward/mean": 0.3, "mismatch_kl/all/mean": 1e-3,
+             "gen_len": 300.0, "logprob_diff": 0.01, "lr": 1e-6} for s in (1, 2)]  # fmt: skip
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    r = names_report(path)
+    assert (r["format"], r["steps"], r["source"]) == ("jsonl", 2, "prime-rl")
+    assert r["mapped"]["mismatch_kl/all/mean"] == N.K3_KL
+    assert "mismatch_growth" in r["rules_can"] and "score_collapse" in r["rules_can"]
+    assert "length_collapse" in r["rules_cannot"]  # no length under a name it knows
+    assert r["draft"] == {"gen_len": N.RESPONSE_LENGTH_MEAN, "logprob_diff": N.KL}
+    print_report(r)
+    out = capsys.readouterr().out
+    draft = "\n".join(ln for ln in out.splitlines() if ln.startswith('"'))
+    assert yaml.safe_load(draft) == r["draft"]  # the draft is a names file as printed

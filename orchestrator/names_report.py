@@ -1,0 +1,89 @@
+"""``gapwatch names LOG``: how gapwatch reads a log, before any rule runs.
+
+It says what was read (the format, the steps, where the steps came from), which of the
+log's names were mapped onto gapwatch's and to what (the built-in maps of
+``correction.name_maps``, told from the log, or ``--names``), which rules can and cannot
+decide on it and why, and drafts a names file for the keys left unmapped that look like a
+reward, a length or a mismatch: a YAML the user checks and passes back with ``--names``.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from correction import names as N
+from orchestrator import rules as R
+from orchestrator.logs import NameMapper, ReadOptions, gapwatch_names, open_log
+
+# (pattern on a foreign name, the gapwatch name it may be): first match wins; a guess
+GUESSES: tuple[tuple[re.Pattern[str], str], ...] = tuple(
+    (re.compile(p, re.I), n)
+    for p, n in (
+        (r"mismatch|logp?_?diff|prob_?diff|sample_?train|train_?infer|rollout.*kl", N.KL),
+        (r"masked", N.MASKED_FRACTION),
+        (r"(reward|score|return)s?([_/](mean|avg|total))?$", N.SCORE_MEAN),
+        (r"(reward|score|return)s?[_/]std", N.SCORE_STD),
+        (r"(completion|response|output|gen)[_/]?(len|length|tokens)|tokens?_per", N.RESPONSE_LENGTH_MEAN),
+        (r"clip(ped)?_?(ratio|frac)|truncat", N.CLIP_RATIO),
+        (r"entropy", N.ENTROPY),
+        (r"grad_?norm", N.GRAD_NORM),
+        (r"(^|/)kl(_|/|$)|kl_?(div|loss|ref)", N.KL_TO_REF),
+    )
+)  # fmt: skip
+"""Name shapes of a reward, a length, a mismatch and the actor's figures, for the draft."""
+
+
+def guess(name: str) -> str | None:
+    """The gapwatch name an unmapped foreign ``name`` looks like, or None."""
+    return next((ours for pattern, ours in GUESSES if pattern.search(name)), None)
+
+
+def names_report(
+    log: Path, *, fmt: str = "auto", names: str = "auto", options: ReadOptions | None = None
+) -> dict[str, Any]:
+    """What :func:`print_report` prints, as data."""
+    stream = open_log(log, fmt, options)
+    mapper = NameMapper(names)
+    have: set[str] = set()
+    for row in stream:
+        have.update(mapper(row))
+    have.discard("step")
+    rep = stream.report
+    ours = gapwatch_names()
+    rs = R.build({})
+    unfed = rs.unfed(have, None)
+    foreign = sorted(n for n in have if n not in ours and n not in mapper.used)
+    draft = {n: g for n in foreign if (g := guess(n)) is not None and g not in have}
+    return {
+        "path": str(log), "format": rep.format, "steps": rep.steps,
+        "first_step": rep.first_step, "last_step": rep.last_step, "notes": list(rep.notes),
+        "source": mapper.source, "mapped": dict(mapper.used),
+        "rules_can": [n for n in rs.names() if n not in unfed], "rules_cannot": unfed,
+        "unmapped": foreign, "draft": draft,
+    }  # fmt: skip
+
+
+def print_report(r: dict[str, Any]) -> None:
+    from orchestrator.console import console, plain
+
+    con = console()
+    out = con.print
+    out(plain(f"{r['path']}: {r['format']}, {r['steps']} steps ({r['first_step']}..{r['last_step']})"),
+        markup=False, highlight=False)  # fmt: skip
+    for note in r["notes"]:
+        out(plain(f"  read: {note}"), markup=False, highlight=False)
+    out(plain(f"names: {r['source']}"), markup=False, highlight=False)
+    for theirs, ours in r["mapped"].items():
+        out(plain(f"  {theirs} -> {ours}"), markup=False, highlight=False)
+    out(plain(f"rules that can decide: {', '.join(r['rules_can']) or 'none'}"), markup=False)
+    for rule, why in r["rules_cannot"].items():
+        out(plain(f"  cannot: {rule}: {why}"), markup=False, highlight=False)
+    if r["draft"]:
+        out("a names file for the keys left unmapped (check each meaning, then --names FILE):",
+            markup=False)  # fmt: skip
+        for theirs, ours in r["draft"].items():
+            out(plain(f'"{theirs}": "{ours}"   # a guess from the name'), markup=False)
+    elif r["unmapped"]:
+        out(plain(f"unmapped, no guess: {', '.join(r['unmapped'][:20])}"), markup=False)
