@@ -110,7 +110,9 @@ issue's outage is 60 s)."""
 
 
 def _say(text: str) -> None:
-    console().print(text, markup=False, highlight=False)
+    # one line however long (a PostgreSQL error can run past the console's width): a
+    # status line wrapped in two is two lines to whoever greps a log for it
+    console().print(text, markup=False, highlight=False, soft_wrap=True)
 
 
 class Recorder(Callback):

@@ -325,3 +325,16 @@ def test_a_real_sweep_rides_out_a_postgres_restart(
             per = dict(c.execute(q, {"r": r.id}).all())
         assert sorted(per) == list(range(1, SWEEP_STEPS + 1)), (r.trial_id, sorted(per))
         assert set(per.values()) == {3}, r.trial_id  # each figure once
+
+
+def test_a_status_line_longer_than_the_console_stays_one_line(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """PostgreSQL's 'the database system is shutting down' made the outage line run past
+    the console's 160 columns, and it was wrapped in two (found by the restart test)."""
+    from orchestrator.recorder import _say
+
+    why = 'connection failed: connection to server at "127.0.0.1", port 5 failed: ' + "x" * 200
+    _say(f"store unreachable: {why}; buffering results, retrying")
+    (line,) = capsys.readouterr().out.splitlines()
+    assert line.endswith("; buffering results, retrying")
