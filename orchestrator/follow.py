@@ -56,8 +56,10 @@ class Step:
 
 def _told_by_path(path: Path) -> bool:
     """Whether the path alone tells the format (a folder, an event file, TRL's state, a
-    SQLite file): such a log is not read as lines."""
-    if path.is_dir() or path.name == "trainer_state.json" or path.suffix.lower() == ".ipynb":
+    W&B run file, a SQLite file): such a log is not read as lines."""
+    if path.is_dir() or path.name == "trainer_state.json":
+        return True
+    if path.suffix.lower() in (".ipynb", ".wandb"):
         return True
     if path.name.startswith("events.out.tfevents."):
         return True

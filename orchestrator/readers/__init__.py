@@ -5,6 +5,7 @@ reader of a path (by its name, its layout when it is a folder, and the first byt
 content), ``get(name)`` gives one by ``--format NAME``. Formats, in detection order:
 
 ========================  ==========================================================
+``wandb``                 W&B run files (``run-<id>.wandb``), a run folder or ``wandb/``
 ``tensorboard``           ``events.out.tfevents.*`` files, or a folder of them
 ``mlflow``                an MLflow file-store run (``mlruns/<exp>/<run>/metrics/``)
 ``trackio``               trackio's SQLite store (``<project>.db``), or its folder
@@ -39,6 +40,7 @@ from orchestrator.readers import (  # noqa: F401 - each registers its reader
     trackio,
     trl_state,
     verl_console,
+    wandb,
 )
 from orchestrator.readers.base import (
     ALIASES,
@@ -83,7 +85,7 @@ __all__ = [
 ]
 
 DETECT_ORDER = (
-    "tensorboard", "mlflow", "trackio", "trl_state", "ipynb", "json_history", "jsonl",
+    "wandb", "tensorboard", "mlflow", "trackio", "trl_state", "ipynb", "json_history", "jsonl",
     "csv", "verl_console", "console_dicts", "keyvalue",
 )  # fmt: skip
 """The order formats are tried in: folders and binary files first, whole JSON documents
@@ -103,6 +105,8 @@ def read_head(path: Path, size: int = HEAD) -> str:
         raise LogError(f"{path} cannot be read ({exc.strerror})") from None
     if raw.startswith(trackio.SQLITE_MAGIC.encode()):
         return trackio.SQLITE_MAGIC
+    if raw.startswith(wandb.MAGIC):  # binary: its header's text part stands for it
+        return wandb.IDENT.decode()
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -118,15 +122,17 @@ def detect(path: Path | str, options: ReadOptions | None = None, head: str | Non
         raise LogError(f"log file {path} does not exist")
     options = options or ReadOptions()
     if path.is_dir():
-        for name in ("tensorboard", "mlflow", "trackio"):
+        for name in ("wandb", "tensorboard", "mlflow", "trackio"):
             if reader_class(name).sniff(path, ""):
                 return get(name, options)
         raise LogError(
-            f"{path} is not a file, nor a TensorBoard log folder, an MLflow run or a trackio "
-            "store; pass a metrics log (or --format NAME)"
+            f"{path} is not a file, nor a TensorBoard log folder, an MLflow run, a trackio "
+            "store or a W&B run folder; pass a metrics log (or --format NAME)"
         )
     if path.name.startswith("events.out.tfevents."):
         return get("tensorboard", options)
+    if path.suffix == wandb.SUFFIX:
+        return get("wandb", options)
     if path.name == "trainer_state.json":
         return get("trl_state", options)
     if head is None:

@@ -25,8 +25,8 @@ from orchestrator.replay import replay_cli
 ROOT = Path(__file__).resolve().parents[2]
 TRL = ROOT / "tests" / "fixtures" / "logs" / "trl"
 ALL = (
-    "tensorboard", "mlflow", "trackio", "trl_state", "ipynb", "json_history", "jsonl", "csv",
-    "verl_console", "console_dicts", "keyvalue",
+    "wandb", "tensorboard", "mlflow", "trackio", "trl_state", "ipynb", "json_history", "jsonl",
+    "csv", "verl_console", "console_dicts", "keyvalue",
 )  # fmt: skip
 
 
@@ -431,7 +431,7 @@ def test_command_worker_takes_new_formats_and_a_name_map() -> None:
     )
     assert (w.format, w.names) == ("console_dicts", "my_names.yaml")
     with pytest.raises(ValueError, match="unknown names"):
-        CommandWorker.model_validate({"command": ["t"], "names": "openrlhf"})
+        CommandWorker.model_validate({"command": ["t"], "names": "oat"})
 
 
 @pytest.mark.parametrize(
