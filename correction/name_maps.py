@@ -12,13 +12,60 @@ and ``_compute_loss``) and verl 0.9 (``verl/trainer/ppo/metric_utils.py``,
 survey of their source in ``FRAMEWORK_NAMES.md`` (prime-rl @ 559b4477, 2026-08-21:
 ``orchestrator/metrics.py``, ``trainer/rl/train.py`` and ``loss.py``; tinker-cookbook @
 9dfcc3a2, 2026-08-19: ``rl/metric_util.py`` and ``rl/metrics.py``). Both log the mismatch
-by default, every step, to a ``metrics.jsonl`` of ``{"step": n, ...}`` rows.
+by default, every step, to a ``metrics.jsonl`` of ``{"step": n, ...}`` rows. The six
+below were read in their source at the commit named (and surveyed in
+``FRAMEWORK_NAMES.md``); none writes a metrics file by default (W&B, TensorBoard or a
+console dict are their sinks):
+
+- slime (THUDM/slime @ 624b824a, 2026-08-21): ``backends/megatron_utils/loss.py`` and
+  ``model.py`` (``train/*``), ``observability/rollout_metrics.py`` and
+  ``train_metric_utils.py`` (``rollout/*``, ``multi_turn/*``), and the opt-in
+  ``examples/train_infer_mismatch_helper/mis.py`` (``train/mis_*``, verl's rollout_corr
+  figures with a ``mis_`` prefix);
+- SkyRL (NovaSky-AI/SkyRL @ a9564572, 2026-08-21): ``skyrl/train/trainer.py``,
+  ``train/generators/utils.py``, ``backends/skyrl_train/workers/worker.py`` and
+  ``utils/off_policy_correction_utils.py``;
+- NeMo-RL (NVIDIA-NeMo/RL @ 7ea279ab, 2026-08-22): ``nemo_rl/algorithms/grpo.py``,
+  ``algorithms/loss/loss_functions.py`` and ``experience/rollouts.py`` (``train/*``);
+- ROLL (alibaba/ROLL @ 8eb27cc2, 2026-08-19), both pipelines: RLVR
+  (``roll/utils/metrics/metrics_manager.py``, ``pipeline/rlvr/actor_pg_worker.py``) and
+  agentic (``pipeline/agentic/agentic_pipeline.py``, ``env_manager/traj_env_manager.py``),
+  with ``roll/utils/train_infer_corrections.py``; its trackers strip the ``@sum``
+  reducer tags, so the names here are without them. Its ``critic/score/*`` and
+  ``actor/pg_loss`` are gapwatch's names already;
+- OpenRLHF (OpenRLHF/OpenRLHF @ 3c3be623, 2026-08-13): ``trainer/ray/ppo_actor.py``,
+  ``trainer/ppo_utils/experience_maker.py`` and ``samples_generator.py``, ``models/loss.py``
+  (``train/*`` in W&B and TensorBoard; the console dict has them without ``train/``);
+- AReaL (inclusionAI/AReaL @ 4aef98d8, 2026-05-21): ``areal/trainer/ppo/actor.py``
+  (``ppo_actor/*``, ``stats_tracker`` names ``<scope>/<name>/avg|min|max``) and
+  ``areal/workflow/multi_turn.py`` (``rollout/*``).
 
 Some names hold a data-dependent segment (prime-rl's agent name in
-``train/agg/effective/<agent>/reward/mean``): :data:`PATTERNS` match those, tried after the
-exact names. Figures that are sums or complements of others (prime-rl's
-``solved_none + solved_all``, Tinker's ``1 - frac_mixed`` for the zero-advantage share)
-and Tinker's ``kl_policy_base`` (a negative KL estimate) are left unmapped.
+``train/agg/effective/<agent>/reward/mean``, ROLL's env tag in ``env/<tag>/success``):
+:data:`PATTERNS` match those, tried after the exact names. Left unmapped on purpose:
+
+- sums and complements of others (prime-rl's ``solved_none + solved_all``, Tinker's
+  ``1 - frac_mixed``, ROLL's ``group/all_correct_groups_ratio +
+  all_incorrect_groups_ratio`` for the zero-advantage share; ROLL's
+  ``actor/train_infer_final_mask_mean`` and ``actor/max_len_mask_ratio``, the shares
+  *kept*, 1.0 when the mask is off) and Tinker's ``kl_policy_base`` (a negative KL);
+- counts and percentages posing as fractions: slime's ``rollout/zero_std/count_<r>``,
+  SkyRL's ``reward/num_zero_variance_filtered``, ROLL's
+  ``token/total_response_length/clip`` (counts), NeMo-RL's ``baseline_reward/pct_0`` and
+  ``pct_1`` (percent, 0-100);
+- figures whose meaning changes with a setting: NeMo-RL's ``is_oob_ratio`` and slime's
+  ``tis_clipfrac`` (tokens clamped or tokens zeroed, by the truncation mode), AReaL's
+  ``rs_filtered_fraction`` (the same);
+- a different sign or estimator than gapwatch's name: AReaL's ``update/approx_kl`` and
+  ROLL's ``actor/policykl`` (log pi_new - log pi_old, the opposite of ``actor/ppo_kl``),
+  ROLL's ``actor/approxkl`` (k2); signed means that cancel (ROLL's
+  ``actor/train_infer_diff_token_mean``, p_old - p_infer, not |dp|); NeMo-RL's
+  ``token_mult_prob_error`` (mean exp|dlogp|, about 1 with no mismatch; its
+  ``gen_kl_error`` is mapped instead);
+- look-alikes: AReaL's ``no_eos_ratios`` (sequences as long as the padded batch, so the
+  longest always counts), slime's ``rollout/rewards`` (group-normalised, about 0 for
+  GRPO), SkyRL's ``minibatch_rollout_logprobs_abs_diff_*`` (the update's own drift
+  included).
 
 Call :func:`detect` (which trainer wrote these names), :func:`lookup` (one name's meaning
 for a source), :func:`mapped` (a row with gapwatch's names added), :data:`MAPS`.
@@ -33,8 +80,14 @@ from typing import Any, Final, Literal
 
 from correction import names as N
 
-Source = Literal["gapwatch", "verl", "trl", "prime-rl", "tinker"]
-SOURCES: Final[tuple[Source, ...]] = ("gapwatch", "verl", "trl", "prime-rl", "tinker")
+Source = Literal[
+    "gapwatch", "verl", "trl", "prime-rl", "tinker",
+    "slime", "skyrl", "nemo-rl", "roll", "openrlhf", "areal",
+]  # fmt: skip
+SOURCES: Final[tuple[Source, ...]] = (
+    "gapwatch", "verl", "trl", "prime-rl", "tinker",
+    "slime", "skyrl", "nemo-rl", "roll", "openrlhf", "areal",
+)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -149,8 +202,266 @@ TINKER: Final[dict[str, Meaning]] = {
 }
 """The Tinker cookbook's names (its ``metrics.jsonl``)."""
 
+SLIME: Final[dict[str, Meaning]] = {
+    "rollout/raw_reward": Meaning(
+        N.SCORE_MEAN,
+        "mean raw reward per sample, before slime's post-processing (its rollout/rewards is "
+        "group-normalised for GRPO-like estimators, so about 0)",
+    ),
+    "rollout/response_len/mean": Meaning(
+        N.RESPONSE_LENGTH_MEAN,
+        "loss-mask tokens per sample (a multi-turn sample's tool tokens not counted), over "
+        "all turns of the sample",
+    ),
+    "rollout/response_len/max": Meaning(N.RESPONSE_LENGTH_MAX, "longest sample, loss-mask tokens"),
+    "rollout/truncated_ratio": Meaning(
+        N.CLIP_RATIO, "fraction of samples whose generation stopped at the length limit"
+    ),
+    "multi_turn/multi_turn_metric/round_number_mean": Meaning(
+        N.NUM_TURNS, "rounds per sample (logged with --log-multi-turn)"
+    ),
+    "train/entropy_loss": Meaning(
+        N.ENTROPY,
+        "token entropy of the trainer, mean per sample then over samples: the entropy itself, "
+        "despite the name",
+    ),
+    "train/kl_loss": Meaning(
+        N.KL_TO_REF, "KL to the reference (--use-kl-loss); estimator --kl-loss-type, k1 by default"
+    ),
+    "train/grad_norm": Meaning(N.GRAD_NORM, "Megatron's gradient norm of the step"),
+    "train/pg_loss": Meaning(N.PG_LOSS, "policy-gradient loss"),
+    "train/pg_clipfrac": Meaning(N.PG_CLIPFRAC, "fraction of tokens where PPO's clip was active"),
+    "train/ppo_kl": Meaning(
+        N.PPO_KL, "mean log pi_old - log pi_new over the update (verl's sign; GSPO: per sequence)"
+    ),
+    "train/train_rollout_logprob_abs_diff": Meaning(
+        N.ABS_LOG_RATIO_MEAN,
+        "mean |log pi_train - log pi_rollout|, averaged per sample and then over samples (not "
+        "pooled over tokens); logged by default, SGLang returning the rollout's logprobs",
+    ),
+    "train/tis": Meaning(
+        N.RAW_RATIO_MEAN,
+        "mean pi_old/pi_rollout per token before truncation or masking (--use-tis or "
+        "--get-mismatch-metrics): the raw ratio, not the weight applied",
+    ),
+    "train/mis_kl": Meaning(
+        N.KL,
+        "mean(logp_rollout - logp_train): k1, verl's rollout_corr/kl (opt-in mis.py helper)",
+    ),
+    "train/mis_k3_kl": Meaning(
+        N.K3_KL, "mean of exp(lr) - lr - 1, lr = logp_train - logp_rollout (opt-in mis.py helper)"
+    ),
+    "train/mis_log_ppl_diff": Meaning(
+        N.LOG_PPL_DIFF, "per-sequence log-perplexity difference (opt-in mis.py helper)"
+    ),
+    "train/mis_chi2_token": Meaning(
+        N.CHI2_TOKEN, "E[rho^2] - 1 of the token ratio (opt-in mis.py helper)"
+    ),
+}
+"""slime's names (W&B/TensorBoard, or its console's ``step N: {...}`` dicts)."""
+
+SKYRL: Final[dict[str, Meaning]] = {
+    "reward/avg_raw_reward": Meaning(
+        N.SCORE_MEAN, "mean raw reward per trajectory (before any KL shaping)"
+    ),
+    "generate/avg_num_tokens": Meaning(
+        N.RESPONSE_LENGTH_MEAN,
+        "response tokens per trajectory: all its turns, and the environment's tokens in the "
+        "response, counted",
+    ),
+    "generate/max_num_tokens": Meaning(N.RESPONSE_LENGTH_MAX, "longest trajectory's response"),
+    "policy/policy_entropy": Meaning(N.ENTROPY, "token entropy of the trainer over the update"),
+    "policy/policy_kl": Meaning(
+        N.KL_TO_REF, "KL to the reference (use_kl_loss); estimator kl_estimator_type, k3 default"
+    ),
+    "policy/grad_norm": Meaning(N.GRAD_NORM, "gradient norm, mean over the step's mini-batches"),
+    "policy/policy_loss": Meaning(
+        N.PG_LOSS, "policy loss (micro-batches summed, mini-batches averaged)"
+    ),
+    "policy/loss_metrics/clip_ratio": Meaning(
+        N.PG_CLIPFRAC, "fraction of tokens where PPO's clip was active"
+    ),
+    "policy/rollout_train_logprobs_abs_diff_mean": Meaning(
+        N.ABS_LOG_RATIO_MEAN,
+        "mean |log pi_rollout - log pi_train| over response tokens, the trainer's forward "
+        "pass before the update; logged by default (the generator returns logprobs)",
+    ),
+    "policy/rollout_train_logprobs_abs_diff_max": Meaning(
+        N.ABS_LOG_RATIO_MAX, "max |log-ratio| over the step's response tokens"
+    ),
+    "policy/loss_metrics/is_ratio_mean": Meaning(
+        N.RAW_RATIO_MEAN,
+        "mean pi_old/pi_rollout per token before truncation or masking (off_policy_correction)",
+    ),
+    "policy/loss_metrics/is_ratio_max": Meaning(
+        N.RAW_RATIO_MAX, "max pi_old/pi_rollout per token (off_policy_correction)"
+    ),
+    "policy/loss_metrics/token_mask_ratio": Meaning(
+        N.MASKED_FRACTION,
+        "fraction of valid tokens the token mask (token_mask_is_threshold_low/high) zeroes",
+    ),
+}
+"""SkyRL's names (its tracker's, W&B by default; the console logger prints the same dict)."""
+
+NEMO_RL: Final[dict[str, Meaning]] = {
+    "train/reward": Meaning(N.SCORE_MEAN, "mean total reward per sample"),
+    "train/mean_gen_tokens_per_sample": Meaning(
+        N.RESPONSE_LENGTH_MEAN,
+        "generated tokens per sample, summed over its turns; environment tokens not counted",
+    ),
+    "train/max_gen_tokens_per_sample": Meaning(
+        N.RESPONSE_LENGTH_MAX, "most generated tokens of a sample"
+    ),
+    "train/truncation_rate": Meaning(N.CLIP_RATIO, "fraction of samples truncated"),
+    "train/avg_turns_per_sample": Meaning(N.NUM_TURNS, "turns per sample"),
+    "train/approx_entropy": Meaning(
+        N.ENTROPY,
+        "-mean((pi_train/pi_gen) * log pi_train) over the sampled tokens: an importance-"
+        "weighted estimate of the trainer's entropy",
+    ),
+    "train/kl_penalty": Meaning(
+        N.KL_TO_REF,
+        "KL to the reference per token (reference_policy_kl_type, k3 by default); 0 when the "
+        "penalty is off",
+    ),
+    "train/grad_norm": Meaning(N.GRAD_NORM, "gradient norm"),
+    "train/loss": Meaning(N.PG_LOSS, "total loss: the clipped policy loss plus the KL penalty"),
+    "train/gen_kl_error": Meaning(
+        N.K3_KL,
+        "mean over tokens of exp(lr) - lr - 1, lr = logp_train - logp_gen: k3 of KL(gen || "
+        "train) under the default reference_policy_kl_type (another setting changes the "
+        "estimator); logged every step",
+    ),
+    "train/sampling_importance_ratio": Meaning(
+        N.IS_MEAN,
+        "mean pi_train/pi_gen after NeMo-RL's truncation (tis, icepop, seq-mask-tis) if set; "
+        "per token, or per sequence with sequence_level_importance_ratios",
+    ),
+}
+"""NeMo-RL's GRPO names (logged with ``prefix="train"``; the console prints a few)."""
+
+ROLL: Final[dict[str, Meaning]] = {
+    "critic/entropy/mean": Meaning(
+        N.ENTROPY,
+        "token entropy of the trainer's old-log-prob pass (token mean); 0 where old log-probs "
+        "are not recomputed",
+    ),
+    "critic/correct/mean": Meaning(N.SUCCESS_RATE, "share of samples scoring 1 (RLVR)"),
+    "token/response_length/mean": Meaning(
+        N.RESPONSE_LENGTH_MEAN, "response tokens per sample (RLVR)"
+    ),
+    "token/response_length/max": Meaning(N.RESPONSE_LENGTH_MAX, "longest response (RLVR)"),
+    "tokens/response_length/mean": Meaning(
+        N.RESPONSE_LENGTH_MEAN,
+        "response-mask tokens per training sample (agentic: a whole trajectory, or one step "
+        "in step-wise mode)",
+    ),
+    "tokens/response_length/max": Meaning(
+        N.RESPONSE_LENGTH_MAX, "longest training sample's response (agentic)"
+    ),
+    "actor/kl_loss": Meaning(
+        N.KL_TO_REF, "k3 KL to the reference per token (in the loss only with use_kl_loss)"
+    ),
+    "actor_train/grad_norm": Meaning(N.GRAD_NORM, "the training worker's gradient norm"),
+    "actor/ppo_ratio_clipfrac": Meaning(
+        N.PG_CLIPFRAC,
+        "fraction of tokens whose PPO ratio left [1 - clip_low, 1 + clip_high], whether or "
+        "not the clip was active for the advantage's sign",
+    ),
+    "actor/train_infer_ratio_token_mean": Meaning(
+        N.RAW_RATIO_MEAN,
+        "mean p_old/p_infer per token before any cap, per sequence then over sequences "
+        "(logged when old log-probs are recomputed)",
+    ),
+    "actor/is_weight_clipfrac": Meaning(
+        N.IS_RATIO_FRACTION_HIGH,
+        "fraction of tokens whose IS weight (at is_weight.weight_type's level) exceeds its "
+        "upper bound, before it is capped",
+    ),
+}
+"""ROLL's names, RLVR and agentic pipelines both (TensorBoard by default, or its stdout
+tracker's ``{"step": n, "metrics": {...}}``)."""
+
+OPENRLHF: Final[dict[str, Meaning]] = {
+    "train/reward": Meaning(
+        N.SCORE_MEAN, "mean reward per sample (after DAPO/ProRL length penalties, if set)"
+    ),
+    "train/group_reward_std": Meaning(
+        N.SCORE_GROUP_STD,
+        "mean over samples of their group's reward std (n - 1): a within-group std, not the "
+        "batch's (n_samples_per_prompt > 1)",
+    ),
+    "train/response_length": Meaning(
+        N.RESPONSE_LENGTH_MEAN,
+        "tokens from a sample's first to its last action token (multi-turn: the environment "
+        "tokens between them counted)",
+    ),
+    "train/truncated": Meaning(
+        N.CLIP_RATIO, "fraction of samples whose generation hit max tokens (finish_reason length)"
+    ),
+    "train/entropy_loss": Meaning(
+        N.ENTROPY, "token entropy of the trainer (logged with --actor.entropy_coef set)"
+    ),
+    "train/kl": Meaning(
+        N.KL_TO_REF, "KL to the reference per token; estimator --algo.kl.estimator, k1 default"
+    ),
+    "train/actor_grad_norm": Meaning(N.GRAD_NORM, "gradient norm of the step's last update"),
+    "train/policy_loss": Meaning(N.PG_LOSS, "policy loss"),
+    "train/ppo_clip_ratio": Meaning(
+        N.PG_CLIPFRAC, "fraction of tokens where PPO's clip was active"
+    ),
+    "train/ppo_kl": Meaning(N.PPO_KL, "mean log pi_old - log pi_new over the update (verl's sign)"),
+    "train/vllm_kl": Meaning(
+        N.KL,
+        "mean(logp_rollout - logp_old) over action tokens: k1 (with "
+        "--algo.advantage.is_correction_enable, off by default)",
+    ),
+}
+"""OpenRLHF's PPO/GRPO names (W&B and TensorBoard write ``train/``; its console dict, the
+same names without it)."""
+
+AREAL: Final[dict[str, Meaning]] = {
+    "ppo_actor/task_reward/avg": Meaning(N.SCORE_MEAN, "mean task reward per sequence trained on"),
+    "ppo_actor/task_reward/min": Meaning(N.SCORE_MIN, "lowest task reward of a sequence"),
+    "ppo_actor/task_reward/max": Meaning(N.SCORE_MAX, "highest task reward of a sequence"),
+    "ppo_actor/update/entropy/avg": Meaning(N.ENTROPY, "token entropy over the update"),
+    "ppo_actor/update/actor_loss/avg": Meaning(N.PG_LOSS, "policy loss per token"),
+    "ppo_actor/update/clip_ratio/avg": Meaning(
+        N.PG_CLIPFRAC, "fraction of tokens where PPO's clip was active"
+    ),
+    "ppo_actor/update/grad_norm": Meaning(N.GRAD_NORM, "gradient norm, mean over minibatches"),
+    "rollout/num_turns": Meaning(N.NUM_TURNS, "turns per episode (multi-turn workflow)"),
+    "ppo_actor/update/compute_logp/kl_div_direct/avg": Meaning(
+        N.KL,
+        "mean(logp_old - logp_train): k1. logp_old is the inference engine's unless "
+        "recompute_logprob is on without the decoupled loss (then the trainer's own), and "
+        "logp_train is taken during the update, so later minibatches add its drift; logged "
+        "where per-token versions are known",
+    ),
+    "ppo_actor/update/compute_logp/kl_div_dual/avg": Meaning(
+        N.K3_KL, "mean of exp(lr) - lr - 1, lr = logp_train - logp_old: k3 (as kl_div_direct)"
+    ),
+    "ppo_actor/update/compute_logp/kl_div_taylor/avg": Meaning(
+        N.K2_KL, "mean of lr^2 / 2, lr = logp_train - logp_old: k2 (as kl_div_direct)"
+    ),
+    "ppo_actor/update/behave_imp_weight/avg": Meaning(
+        N.IS_MEAN,
+        "mean pi_prox/pi_behave over the tokens the behaviour cap keeps (use_decoupled_loss)",
+    ),
+    "ppo_actor/update/behave_imp_weight/min": Meaning(
+        N.IS_MIN, "min pi_prox/pi_behave over the kept tokens (use_decoupled_loss)"
+    ),
+    "ppo_actor/update/behave_imp_weight/max": Meaning(
+        N.IS_MAX, "max pi_prox/pi_behave over the kept tokens (use_decoupled_loss)"
+    ),
+}
+"""AReaL's names (``StatsLogger``: W&B, SwanLab, trackio, TensorBoard, and its console
+table)."""
+
 MAPS: Final[dict[Source, dict[str, Meaning]]] = {
     "gapwatch": {}, "verl": VERL, "trl": TRL, "prime-rl": PRIME_RL, "tinker": TINKER,
+    "slime": SLIME, "skyrl": SKYRL, "nemo-rl": NEMO_RL, "roll": ROLL, "openrlhf": OPENRLHF,
+    "areal": AREAL,
 }  # fmt: skip
 
 PATTERNS: Final[dict[Source, tuple[tuple[re.Pattern[str], Meaning], ...]]] = {
@@ -164,21 +475,70 @@ PATTERNS: Final[dict[Source, tuple[tuple[re.Pattern[str], Meaning], ...]]] = {
         (re.compile(r"(?:train/)?agg/effective/[^/]+/is_truncated/mean"),
          Meaning(N.CLIP_RATIO, "share of an agent's traces cut at the token limit")),
     ),
+    "roll": (
+        (re.compile(r"env/[^/]+/success"),
+         Meaning(N.SUCCESS_RATE, "share of an env tag's episodes that succeeded (env-defined)")),
+        (re.compile(r"env/[^/]+/num_actions"),
+         Meaning(N.NUM_TURNS, "actions (env steps) per episode of an env tag (agentic)")),
+    ),
 }  # fmt: skip
-"""Names with a data-dependent segment (the agent's name), per source; a name may also
-come with transformers' ``train/`` prefix taken off (``orchestrator.logs``)."""
+"""Names with a data-dependent segment (prime-rl's agent name, ROLL's env tag), per source;
+a name may also come with transformers' ``train/`` prefix taken off (``orchestrator.logs``)."""
 
 _TRL_MARKS = frozenset({"reward", "frac_reward_zero_std", "completions/mean_length"})
+_TRL_OWN_MARKS = frozenset({"frac_reward_zero_std", "completions/mean_length"})
+"""TRL's names no other trainer writes (``reward`` is also NeMo-RL's and OpenRLHF's,
+``train/`` taken off)."""
 _VERL_MARKS = frozenset({"critic/score/mean", "timing_s/step", "actor/pg_loss"})
 _PRIME_MARKS = frozenset({"mismatch_kl/all/mean", "entropy/all/mean", "is_masked/mean"})
 _TINKER_MARKS = frozenset({"optim/kl_sample_train_v1", "env/all/reward/total"})
+_NEMO_RL_MARKS = frozenset({
+    "train/gen_kl_error", "train/token_mult_prob_error", "train/approx_entropy",
+    "train/mean_gen_tokens_per_sample", "train/natural_termination_rate",
+})  # fmt: skip
+_OPENRLHF_MARKS = frozenset({
+    "train/actor_grad_norm", "train/ppo_clip_ratio", "train/response_clip_ratio",
+})  # fmt: skip
+_SLIME_MARKS = frozenset({
+    "train/train_rollout_logprob_abs_diff", "train/pg_clipfrac", "rollout/raw_reward",
+    "rollout/response_len/mean", "rollout/truncated_ratio",
+})  # fmt: skip
+_SKYRL_MARKS = frozenset({
+    "policy/policy_loss", "policy/policy_entropy", "reward/avg_raw_reward",
+    "generate/avg_num_tokens", "trainer/global_step",
+})  # fmt: skip
+_AREAL_MARKS = frozenset({
+    "ppo_actor/task_reward/avg", "ppo_actor/update/actor_loss/avg",
+    "ppo_actor/update/entropy/avg", "ppo_actor/update/grad_norm",
+})  # fmt: skip
+_ROLL_MARKS = frozenset({
+    "actor_train/grad_norm", "critic/entropy/mean", "critic/correct/mean",
+    "actor/ppo_ratio_clipfrac", "token/response_length/mean", "tokens/response_length/mean",
+})  # fmt: skip
+_OWN_MARKS: Final[tuple[tuple[Source, frozenset[str]], ...]] = (
+    ("nemo-rl", _NEMO_RL_MARKS), ("openrlhf", _OPENRLHF_MARKS), ("slime", _SLIME_MARKS),
+    ("skyrl", _SKYRL_MARKS), ("areal", _AREAL_MARKS), ("roll", _ROLL_MARKS),
+)  # fmt: skip
+"""Names only that trainer writes, told before TRL's ``reward`` and verl's names (NeMo-RL
+and OpenRLHF log a ``reward``; ROLL logs verl's ``critic/score/mean`` and
+``actor/kl_loss``). A mark may come with its ``train/`` prefix taken off."""
+
+
+def _marked(have: set[str], marks: frozenset[str]) -> bool:
+    return any(m in have or m.removeprefix("train/") in have for m in marks)
 
 
 def detect(names: Iterable[str]) -> Source:
-    """Which trainer wrote a row with these names: ``trl`` where TRL's own names appear,
-    ``verl`` where verl's do, ``prime-rl`` or ``tinker`` where theirs do, else
-    ``gapwatch``."""
+    """Which trainer wrote a row with these names: ``trl`` where TRL's own names appear;
+    slime, SkyRL, NeMo-RL, ROLL, OpenRLHF or AReaL where one of theirs does (with or
+    without a ``train/`` prefix); else ``trl`` on its ``reward``, ``verl`` where verl's
+    names are, ``prime-rl`` or ``tinker`` where theirs are, else ``gapwatch``."""
     have = set(names)
+    if have & _TRL_OWN_MARKS:
+        return "trl"
+    for source, marks in _OWN_MARKS:
+        if _marked(have, marks):
+            return source
     if have & _TRL_MARKS:
         return "trl"
     if have & _VERL_MARKS and have & set(VERL):

@@ -65,8 +65,9 @@ class CommandWorker(Strict):
     """The log's format: auto, or a reader's name (``orchestrator.readers``: jsonl, csv,
     trl_state, console_dicts, verl_console, tensorboard, mlflow, trackio, ...)."""
     names: str = "auto"
-    """Whose metric names it uses: auto, gapwatch, verl, trl, or a YAML name map file
-    ``{their_name: gapwatch_name}`` (relative to ``{workdir}``)."""
+    """Whose metric names it uses: auto, a built-in map (``correction.name_maps.SOURCES``:
+    gapwatch, verl, trl, prime-rl, tinker, slime, skyrl, nemo-rl, roll, openrlhf, areal),
+    or a YAML name map file ``{their_name: gapwatch_name}`` (relative to ``{workdir}``)."""
     distributions: str | None = None
     """Where the trainer writes each step's |log-ratio| sketches, if it does: JSONL of
     ``{"step": n, "distributions": {name: payload}}`` (``GapwatchCallback``'s

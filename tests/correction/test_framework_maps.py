@@ -1,0 +1,315 @@
+"""The built-in name maps of slime, SkyRL, NeMo-RL, ROLL, OpenRLHF and AReaL
+(``correction.name_maps``): each trainer's rows, as its default logger names them, are told
+apart from every other trainer's, their key figures land on the right gapwatch names, and
+the counts and percentages that pose as fractions are left unmapped. The earlier
+detections (TRL, verl, prime-rl, Tinker, gapwatch's own) stand.
+
+Key sets are copied from each trainer's source at the commits in ``name_maps``'s docstring
+(and ``FRAMEWORK_NAMES.md``)."""
+
+from __future__ import annotations
+
+import typing
+from typing import Any
+
+import pytest
+
+from correction import name_maps
+from correction import names as N
+from orchestrator.logs import NameMapper, gapwatch_names
+
+# slime: a trainer dict (model.py, ``train/*``), the Megatron-side rollout dict and the
+# rollout-side perf dict (rollout_metrics.py); one step's worth, merged.
+SLIME = {
+    "train/loss": 0.01, "train/pg_loss": 0.012, "train/entropy_loss": 0.61,
+    "train/pg_clipfrac": 0.003, "train/ppo_kl": 1e-5, "train/kl_loss": 0.002,
+    "train/train_rollout_logprob_abs_diff": 0.031, "train/grad_norm": 0.4,
+    "train/lr-pg_0": 1e-6, "train/global_batch_size": 256.0,
+    "rollout/raw_reward": 0.44, "rollout/rewards": 0.0, "rollout/response_lengths": 905.0,
+    "rollout/truncated": 0.05, "rollout/log_probs": -0.3, "rollout/rollout_log_probs": -0.31,
+    "rollout/advantages": 0.0, "rollout/response_len/mean": 901.0,
+    "rollout/response_len/median": 840.0, "rollout/response_len/max": 4096.0,
+    "rollout/response_len/min": 12.0, "rollout/zero_std/count_0.0": 9,
+    "rollout/zero_std/count_1.0": 4, "rollout/repetition_frac": 0.01,
+    "rollout/truncated_ratio": 0.05, "perf/rollout_time": 93.0,
+}  # fmt: skip
+SKYRL = {
+    "trainer/global_step": 3, "trainer/epoch": 0, "reward/avg_pass_at_4": 0.6,
+    "reward/avg_raw_reward": 0.38, "reward/mean_positive_reward": 1.0,
+    "reward/num_zero_variance_filtered": 7, "generate/min_num_tokens": 30,
+    "generate/max_num_tokens": 3000, "generate/avg_num_tokens": 640.0,
+    "generate/std_num_tokens": 300.0, "policy/policy_loss": 0.02, "policy/final_loss": 0.021,
+    "policy/policy_entropy": 0.7, "policy/response_length": 2048, "policy/policy_lr": 1e-6,
+    "policy/loss_metrics/clip_ratio": 0.002, "policy/policy_kl": 0.001,
+    "policy/grad_norm": 0.25, "policy/rollout_train_logprobs_abs_diff_mean": 0.02,
+    "policy/rollout_train_logprobs_abs_diff_max": 3.1,
+    "policy/rollout_train_logprobs_abs_diff_min": 0.0,
+    "policy/rollout_train_logprobs_abs_diff_std": 0.05,
+    "policy/minibatch_rollout_logprobs_abs_diff_mean": 0.03,
+    "loss/avg_final_rewards": 0.38,
+}  # fmt: skip
+NEMO_RL = {
+    "train/loss": 0.03, "train/grad_norm": 0.5, "train/reward": 0.27,
+    "train/mean_prompt_length": 180.0, "train/total_num_tokens": 9e5,
+    "train/advantages/mean": 0.0, "train/probs_ratio": 1.0, "train/probs_ratio_clamped": 1.0,
+    "train/kl_penalty": 0.0004, "train/token_mult_prob_error": 1.02,
+    "train/gen_kl_error": 0.0011, "train/policy_kl_error": 0.0012,
+    "train/js_divergence_error": 0.0003, "train/sampling_importance_ratio": 1.0,
+    "train/approx_entropy": 0.55, "train/baseline_reward/pct_0": 40.0,
+    "train/baseline_reward/pct_1": 12.5, "train/baseline_reward/pct_mixed": 47.5,
+    "train/max_seq_mult_prob_error": 1.8, "train/is_oob_ratio": 0.01,
+    "train/mean_gen_tokens_per_sample": 700.0, "train/max_gen_tokens_per_sample": 2048.0,
+    "train/truncation_rate": 0.08, "train/avg_turns_per_sample": 1.0,
+    "train/natural_termination_rate": 0.92,
+}  # fmt: skip
+ROLL_RLVR = {
+    "system/global_step": 3, "system/batch_size": 128, "time/step_total": 80.0,
+    "token/response_length/mean": 512.0, "token/response_length/max": 4096.0,
+    "token/total_response_length/clip": 6, "critic/entropy/mean": 0.4,
+    "critic/correct/mean": 0.35, "critic/score/mean": 0.35, "critic/score/max": 1.0,
+    "critic/score/min": 0.0, "critic/rewards/mean": 0.1,
+    "group/all_correct_groups_ratio": 0.1, "group/all_incorrect_groups_ratio": 0.4,
+    "group/mixed_groups_ratio": 0.5, "actor/pg_loss": 0.01, "actor/kl_loss": 0.002,
+    "actor/total_loss": 0.012, "actor/approxkl": 1e-5, "actor/policykl": -1e-5,
+    "actor/ppo_ratio_clipfrac": 0.004, "actor/clipfrac": 0.002, "actor/ratio_mean": 1.0,
+    "actor_train/grad_norm": 0.3, "actor/train_infer_ratio_token_mean": 1.01,
+    "actor/train_infer_diff_token_mean": 0.0002, "actor/is_weight_clipfrac": 0.003,
+    "actor/train_infer_final_mask_mean": 0.98,
+}  # fmt: skip
+ROLL_AGENTIC = {
+    "critic/score/mean": 0.6, "critic/score/max": 1.0, "critic/score/min": 0.0,
+    "critic/rewards/mean": 0.6, "tokens/response_length/mean": 1400.0,
+    "tokens/response_length/max": 6000.0, "rollout/score/mean": 0.58,
+    "env/FrozenLake/success": 0.6, "env/FrozenLake/num_actions": 4.5,
+    "env/response_length": 1300.0, "critic/entropy/mean": 0.5, "actor/pg_loss": 0.02,
+    "actor/kl_loss": 0.001, "actor/ppo_ratio_clipfrac": 0.01, "actor_train/grad_norm": 0.2,
+    "actor/max_len_mask_ratio": 1.0, "system/tps": 3000.0,
+}  # fmt: skip
+OPENRLHF = {
+    "train/policy_loss": 0.05, "train/actor_lr": 5e-7, "train/actor_grad_norm": 0.9,
+    "train/reward": 0.41, "train/return": 0.4, "train/response_length": 812.0,
+    "train/total_length": 1000.0, "train/truncated": 0.03, "train/response_clip_ratio": 0.02,
+    "train/kl": 0.0008, "train/logprobs_diff": 0.001, "train/ppo_clip_ratio": 0.01,
+    "train/ppo_kl": 2e-5, "train/group_reward_std": 0.31,
+    "train/timing/make_experience": 40.0, "train/global_step": 3,
+}  # fmt: skip
+AREAL = {
+    "ppo_actor/task_reward/avg": 0.52, "ppo_actor/task_reward/min": 0.0,
+    "ppo_actor/task_reward/max": 1.0, "ppo_actor/seq_len/avg": 900.0,
+    "ppo_actor/prompt_len/avg": 150.0, "ppo_actor/no_eos_ratios/avg": 0.06,
+    "ppo_actor/kl_rewards/avg": 0.0, "ppo_actor/advantages/avg": 0.0,
+    "ppo_actor/update/entropy/avg": 0.66, "ppo_actor/update/actor_loss/avg": 0.01,
+    "ppo_actor/update/clip_ratio/avg": 0.002, "ppo_actor/update/approx_kl/avg": 1e-5,
+    "ppo_actor/update/importance_weight/avg": 1.0, "ppo_actor/update/grad_norm": 0.35,
+    "ppo_actor/update/grad_norm__count": 4,
+    "ppo_actor/update/compute_logp/kl_div_direct/avg": 0.0009,
+    "ppo_actor/update/compute_logp/kl_div_dual/avg": 0.0007,
+    "ppo_actor/update/compute_logp/kl_div_dual/max": 2.5,
+    "ppo_actor/update/compute_logp/kl_div_taylor/avg": 0.0008,
+    "rollout/reward": 0.5, "rollout/reward__count": 512,
+}  # fmt: skip
+
+ROWS: dict[str, dict[str, Any]] = {
+    "slime": SLIME, "skyrl": SKYRL, "nemo-rl": NEMO_RL, "roll": ROLL_RLVR,
+    "openrlhf": OPENRLHF, "areal": AREAL,
+}  # fmt: skip
+CASES = [*ROWS.items(), ("roll", ROLL_AGENTIC)]
+
+# foreign name -> the gapwatch name it must feed (score, length, entropy, KL, grad norm, the
+# mismatch figures)
+EXPECTED: dict[str, dict[str, str]] = {
+    "slime": {
+        "rollout/raw_reward": N.SCORE_MEAN, "rollout/response_len/mean": N.RESPONSE_LENGTH_MEAN,
+        "rollout/response_len/max": N.RESPONSE_LENGTH_MAX,
+        "rollout/truncated_ratio": N.CLIP_RATIO, "train/entropy_loss": N.ENTROPY,
+        "train/kl_loss": N.KL_TO_REF, "train/grad_norm": N.GRAD_NORM,
+        "train/pg_loss": N.PG_LOSS, "train/pg_clipfrac": N.PG_CLIPFRAC,
+        "train/ppo_kl": N.PPO_KL, "train/train_rollout_logprob_abs_diff": N.ABS_LOG_RATIO_MEAN,
+        "train/tis": N.RAW_RATIO_MEAN, "train/mis_kl": N.KL, "train/mis_k3_kl": N.K3_KL,
+    },
+    "skyrl": {
+        "reward/avg_raw_reward": N.SCORE_MEAN, "generate/avg_num_tokens": N.RESPONSE_LENGTH_MEAN,
+        "generate/max_num_tokens": N.RESPONSE_LENGTH_MAX, "policy/policy_entropy": N.ENTROPY,
+        "policy/policy_kl": N.KL_TO_REF, "policy/grad_norm": N.GRAD_NORM,
+        "policy/policy_loss": N.PG_LOSS, "policy/loss_metrics/clip_ratio": N.PG_CLIPFRAC,
+        "policy/rollout_train_logprobs_abs_diff_mean": N.ABS_LOG_RATIO_MEAN,
+        "policy/rollout_train_logprobs_abs_diff_max": N.ABS_LOG_RATIO_MAX,
+        "policy/loss_metrics/is_ratio_mean": N.RAW_RATIO_MEAN,
+        "policy/loss_metrics/token_mask_ratio": N.MASKED_FRACTION,
+    },
+    "nemo-rl": {
+        "train/reward": N.SCORE_MEAN, "train/mean_gen_tokens_per_sample": N.RESPONSE_LENGTH_MEAN,
+        "train/max_gen_tokens_per_sample": N.RESPONSE_LENGTH_MAX,
+        "train/truncation_rate": N.CLIP_RATIO, "train/avg_turns_per_sample": N.NUM_TURNS,
+        "train/approx_entropy": N.ENTROPY, "train/kl_penalty": N.KL_TO_REF,
+        "train/grad_norm": N.GRAD_NORM, "train/loss": N.PG_LOSS,
+        "train/gen_kl_error": N.K3_KL, "train/sampling_importance_ratio": N.IS_MEAN,
+    },
+    "roll": {
+        "critic/entropy/mean": N.ENTROPY, "critic/correct/mean": N.SUCCESS_RATE,
+        "token/response_length/mean": N.RESPONSE_LENGTH_MEAN,
+        "tokens/response_length/mean": N.RESPONSE_LENGTH_MEAN,
+        "actor/kl_loss": N.KL_TO_REF, "actor_train/grad_norm": N.GRAD_NORM,
+        "actor/ppo_ratio_clipfrac": N.PG_CLIPFRAC,
+        "actor/train_infer_ratio_token_mean": N.RAW_RATIO_MEAN,
+        "actor/is_weight_clipfrac": N.IS_RATIO_FRACTION_HIGH,
+        "env/FrozenLake/success": N.SUCCESS_RATE, "env/webshop/num_actions": N.NUM_TURNS,
+    },
+    "openrlhf": {
+        "train/reward": N.SCORE_MEAN, "train/response_length": N.RESPONSE_LENGTH_MEAN,
+        "train/truncated": N.CLIP_RATIO, "train/entropy_loss": N.ENTROPY,
+        "train/kl": N.KL_TO_REF, "train/actor_grad_norm": N.GRAD_NORM,
+        "train/policy_loss": N.PG_LOSS, "train/ppo_clip_ratio": N.PG_CLIPFRAC,
+        "train/ppo_kl": N.PPO_KL, "train/vllm_kl": N.KL,
+        # the console dict's names, without the W&B prefix
+        "reward": N.SCORE_MEAN, "actor_grad_norm": N.GRAD_NORM,
+    },
+    "areal": {
+        "ppo_actor/task_reward/avg": N.SCORE_MEAN, "ppo_actor/task_reward/max": N.SCORE_MAX,
+        "ppo_actor/update/entropy/avg": N.ENTROPY, "ppo_actor/update/grad_norm": N.GRAD_NORM,
+        "ppo_actor/update/actor_loss/avg": N.PG_LOSS,
+        "ppo_actor/update/clip_ratio/avg": N.PG_CLIPFRAC, "rollout/num_turns": N.NUM_TURNS,
+        "ppo_actor/update/compute_logp/kl_div_direct/avg": N.KL,
+        "ppo_actor/update/compute_logp/kl_div_dual/avg": N.K3_KL,
+        "ppo_actor/update/compute_logp/kl_div_taylor/avg": N.K2_KL,
+        "ppo_actor/update/behave_imp_weight/avg": N.IS_MEAN,
+    },
+}  # fmt: skip
+
+# counts, percentages, complements, signs and look-alikes that must not feed any name
+TRAPS: dict[str, tuple[str, ...]] = {
+    "slime": ("rollout/zero_std/count_0.0", "rollout/zero_std/count_1.0", "rollout/rewards",
+              "train/tis_clipfrac", "train/ois"),
+    "skyrl": ("reward/num_zero_variance_filtered", "reward/avg_pass_at_4",
+              "policy/minibatch_rollout_logprobs_abs_diff_mean",
+              "policy/loss_metrics/is_ratio_min"),
+    "nemo-rl": ("train/baseline_reward/pct_0", "train/baseline_reward/pct_1",
+                "train/baseline_reward/pct_mixed", "train/token_mult_prob_error",
+                "train/is_oob_ratio", "train/max_seq_mult_prob_error", "train/probs_ratio"),
+    "roll": ("token/total_response_length/clip", "group/all_correct_groups_ratio",
+             "group/all_incorrect_groups_ratio", "actor/train_infer_final_mask_mean",
+             "actor/max_len_mask_ratio", "actor/train_infer_diff_token_mean",
+             "actor/approxkl", "actor/policykl"),
+    "openrlhf": ("train/response_clip_ratio", "train/score", "train/logprobs_diff"),
+    "areal": ("ppo_actor/no_eos_ratios/avg", "ppo_actor/kl_rewards/avg",
+              "ppo_actor/update/approx_kl/avg", "ppo_actor/update/rs_filtered_fraction",
+              "ppo_actor/seq_len/avg"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("source", "row"),
+    CASES,
+    ids=["slime", "skyrl", "nemo-rl", "roll-rlvr", "openrlhf", "areal", "roll-agentic"],
+)
+def test_a_trainers_own_row_is_told_as_that_trainer(source: str, row: dict[str, Any]) -> None:
+    assert name_maps.detect(row) == source
+    # as ``replay`` reads it: transformers' ``train/`` prefix taken off where it can be
+    mapper = NameMapper()
+    out = mapper({"step": 1, **row})
+    assert mapper.source == source
+    for theirs, ours in EXPECTED[source].items():
+        if theirs in row:
+            assert out[ours] == row[theirs], theirs
+    assert all(out[k] == v for k, v in row.items())  # the trainer's own names kept
+
+
+@pytest.mark.parametrize("source", list(EXPECTED))
+def test_key_figures_map_onto_the_right_gapwatch_names(source: Any) -> None:
+    for theirs, ours in EXPECTED[source].items():
+        m = name_maps.lookup(source, theirs)
+        assert m is not None and m.name == ours, theirs
+
+
+@pytest.mark.parametrize("source", list(TRAPS))
+def test_counts_percentages_and_look_alikes_are_left_unmapped(source: Any) -> None:
+    for name in TRAPS[source]:
+        assert name_maps.lookup(source, name) is None, name
+    out = NameMapper(source)({"step": 1, **{n: 40.0 for n in TRAPS[source]}})
+    assert set(out) == {"step", *TRAPS[source]}  # nothing added
+
+
+def test_a_within_group_std_is_not_the_batch_std() -> None:
+    m = name_maps.lookup("openrlhf", "train/group_reward_std")
+    assert m is not None and m.name == N.SCORE_GROUP_STD
+    for table in name_maps.MAPS.values():
+        for theirs, meaning in table.items():
+            if "group" in theirs:
+                assert meaning.name != N.SCORE_STD, theirs
+
+
+def test_percent_of_groups_never_reaches_a_fraction() -> None:
+    """NeMo-RL's pct_0 + pct_1 is the zero-advantage share in percent: 52.5 read as a
+    fraction would be 52 times the whole batch."""
+    out = NameMapper()({"step": 1, **NEMO_RL})
+    assert N.ZERO_ADV_FRAC not in out
+    fractions = {N.ZERO_ADV_FRAC, N.CLIP_RATIO, N.MASKED_FRACTION, N.SUCCESS_RATE,
+                 N.PG_CLIPFRAC, N.IS_RATIO_FRACTION_HIGH}  # fmt: skip
+    for source, row in CASES:
+        mapped = NameMapper(source)({"step": 1, **row})
+        for name in fractions & set(mapped):
+            assert 0.0 <= mapped[name] <= 1.0, (source, name)
+
+
+def test_every_map_names_a_gapwatch_figure_and_every_source_has_a_map() -> None:
+    ours = gapwatch_names()
+    assert set(name_maps.MAPS) == set(name_maps.SOURCES)
+    assert set(typing.get_args(name_maps.Source)) == set(name_maps.SOURCES)
+    for source, table in name_maps.MAPS.items():
+        for theirs, m in table.items():
+            assert m.name in ours, (source, theirs)
+            assert m.note, (source, theirs)
+    for source, patterns in name_maps.PATTERNS.items():
+        assert source in name_maps.SOURCES
+        assert all(m.name in ours for _, m in patterns)
+
+
+def test_one_of_a_steps_several_rows_is_told_alone() -> None:
+    """slime, NeMo-RL and OpenRLHF log one step in more than one call (the trainer's dict,
+    the rollout's); the mapper tells the source from the first row with a mark, so each
+    part must carry one."""
+    slime_train = {k: v for k, v in SLIME.items() if k.startswith("train/")}
+    slime_rollout = {k: v for k, v in SLIME.items() if k.startswith(("rollout/", "perf/"))}
+    slime_no_mismatch = {k: v for k, v in slime_train.items() if "rollout" not in k}
+    nemo_rollout = {f"train/{k}": 1.0 for k in ("total_turns", "avg_turns_per_sample",
+                    "natural_termination_rate", "truncation_rate",
+                    "mean_gen_tokens_per_sample", "max_gen_tokens_per_sample")}  # fmt: skip
+    openrlhf_console = {k.removeprefix("train/"): v for k, v in OPENRLHF.items()}
+    for row, source in ((slime_train, "slime"), (slime_rollout, "slime"),
+                        (slime_no_mismatch, "slime"), (nemo_rollout, "nemo-rl"),
+                        (openrlhf_console, "openrlhf")):  # fmt: skip
+        assert name_maps.detect(row) == source
+        mapper = NameMapper()
+        mapper({"step": 1, **row})
+        assert mapper.source == source
+    assert NameMapper()({"step": 1, **openrlhf_console})[N.SCORE_MEAN] == 0.41
+
+
+def test_the_earlier_detections_stand() -> None:
+    trl = {"loss", "grad_norm", "learning_rate", "reward", "reward_std",
+           "frac_reward_zero_std", "completions/mean_length", "kl", "entropy",
+           "clip_ratio/region_mean", "num_tokens"}  # fmt: skip
+    assert name_maps.detect(trl) == "trl"
+    assert name_maps.detect({"loss", "reward", "reward_std", "kl", "completion_length"}) == "trl"
+    # a TRL row with the Post-Training Toolkit's group_reward_std is still TRL's
+    assert name_maps.detect(trl | {"group_reward_std"}) == "trl"
+    verl = {"critic/score/mean", "critic/score/max", "actor/pg_loss", "actor/entropy",
+            "actor/kl_loss", "actor/pg_clipfrac", "actor/ppo_kl", "actor/grad_norm",
+            "response_length/mean", "response_length/clip_ratio", "timing_s/step",
+            "training/rollout_probs_diff_mean", "rollout_corr/k3_kl"}  # fmt: skip
+    assert name_maps.detect(verl) == "verl"
+    assert name_maps.detect({"mismatch_kl/all/mean", "loss/mean", "optim/grad_norm"}) == "prime-rl"
+    assert name_maps.detect({"train/agg/effective/agent/reward/mean"}) == "prime-rl"
+    assert name_maps.detect({"optim/kl_sample_train_v1", "env/all/reward/total"}) == "tinker"
+    assert name_maps.detect({N.SCORE_MEAN, N.PG_LOSS, N.ENTROPY, N.K3_KL}) == "gapwatch"
+    assert name_maps.detect({"time/step", "perf/mfu"}) == "gapwatch"
+
+
+def test_each_source_is_accepted_where_names_are_chosen() -> None:
+    from orchestrator.cli import NAMES_HELP
+    from orchestrator.command import CommandWorker
+
+    for source in name_maps.SOURCES:
+        assert source in NAMES_HELP
+        assert CommandWorker(command=["train"], names=source).names == source
+        assert NameMapper(source).source == source
