@@ -47,8 +47,9 @@ FORMAT_HELP = (
     "console_dicts, verl_console, tensorboard, mlflow, trackio, json_history, ipynb, keyvalue."
 )
 NAMES_HELP = (
-    "Whose metric names the log uses: auto, gapwatch, verl, trl, or a YAML file mapping "
-    "yours to gapwatch's ({reward: critic/score/mean})."
+    "Whose metric names the log uses: auto, gapwatch, verl, trl, prime-rl, tinker, slime, "
+    "skyrl, nemo-rl, roll, openrlhf, areal, or a YAML file mapping yours to gapwatch's "
+    "({reward: critic/score/mean})."
 )
 STEP_FIELD_HELP = "keyvalue logs: the field that holds the step (default: step, global_step, ...)."
 STEP_PATTERN_HELP = r"keyvalue logs: a regex whose first group is the step, e.g. 'Step (\d+)'."
@@ -80,8 +81,9 @@ def friendly(fn: F) -> F:
             return fn(*args, **kwargs)
         except (typer.Exit, typer.Abort, SystemExit):
             raise
-        except KeyboardInterrupt:
-            typer.echo("interrupted", err=True)
+        except KeyboardInterrupt as exc:
+            # the work may say what the interruption left (``gapwatch run``: its run's end)
+            typer.echo(f"interrupted: {_one_line(exc)}" if str(exc) else "interrupted", err=True)
             raise typer.Exit(130) from None
         except Terminated:
             # the work's own finally blocks have run (its run marked, its log closed): end
@@ -296,13 +298,14 @@ def watch(
         float,
         typer.Option(
             help="Seconds without a new line after which the run is finished, or, where "
-            "--pid is still alive, hung (failed) (0: never)."
+            "--pid (a fleet: --pid-file) is still alive, hung (failed) (0: never)."
         ),
     ] = 600.0,
     end_hung: Annotated[
         bool,
         typer.Option(
-            "--end-hung", help="A hung trainer (--pid alive, log silent --idle s): end its group."
+            "--end-hung",
+            help="A hung trainer (--pid or --pid-file alive, log silent --idle s): end it.",
         ),
     ] = False,
     wait: Annotated[float, typer.Option(help="Seconds to wait for the log to appear.")] = 120.0,
@@ -350,7 +353,8 @@ def watch(
     run, paired by seed, each stopped by its own templated --on-stop / --pid-file.
 
     Exit status: 0 finished with no stop; 3 stopped by a rule; 4 stopped but the stop
-    action failed; 5 the trainer hung (--pid alive, log silent --idle s); 2 bad input.
+    action failed; 5 a trainer hung (--pid or --pid-file alive, log silent --idle s);
+    2 bad input.
     """
     from orchestrator.replay import ruleset_for
     from orchestrator.watch import WatchOptions
@@ -359,8 +363,7 @@ def watch(
     if pattern or layout or manifest or (log is not None and set(str(log)) & set("*?[")):
         from orchestrator.fleet import FleetOptions, watch_fleet
 
-        single = {"--pid": pid, "--end-hung": end_hung or None, "--control": control,
-                  "--name": name, "--seed": seed or None,
+        single = {"--pid": pid, "--control": control, "--name": name, "--seed": seed or None,
                   "--codec": None if codec == "unknown" else codec,
                   "--correction": None if correction == "unknown" else correction,
                   "--role": None if role == "treatment" else role}  # fmt: skip
@@ -370,14 +373,18 @@ def watch(
                 f"{', '.join(given)} name one run; a fleet takes its runs' fields from "
                 "--layout or --manifest, their pids from --pid-file"
             )
+        if end_hung and pid_file is None:
+            raise ValueError(
+                "--end-hung ends a hung trainer: give the fleet's --pid-file ('{dir}/train.pid')"
+            )
         fleet = FleetOptions(
             source=None if log is None else str(log), pattern=pattern, layout=layout,
             manifest=manifest, control_when=control_when,
             sweep="fleet" if sweep == "watch" else sweep, fmt=fmt, names=names,
             read=_read_options(step_field, step_pattern, logging_steps),
             ruleset=ruleset_for(rules, config), from_start=from_start, on_stop=on_stop,
-            pid_file=pid_file, grace=grace, idle=idle or None, wait=wait, rescan=rescan,
-            max_open=max_open, say=lambda text: typer.echo(text),
+            pid_file=pid_file, grace=grace, idle=idle or None, end_hung=end_hung, wait=wait,
+            rescan=rescan, max_open=max_open, say=lambda text: typer.echo(text),
         )  # fmt: skip
         raise typer.Exit(watch_fleet(fleet, db))
     if log is None:

@@ -16,8 +16,11 @@ its own, the process alone where it shares one with its siblings, as a shell loo
 once and said in one line. A log that has not grown for ``idle`` s is finished, and so,
 at once, is one whose trainer (``--pid-file``) has exited, once its log is read to the
 end; a trainer that lives but has not written its first step yet (loading its model) is
-waited for. The fleet ends when every run has finished and no new log has appeared for
-``idle`` s.
+waited for. A trainer that lives but whose log has been silent for ``idle`` s after a
+step is hung, as ``watch --pid`` has it: its run fails with one line naming the last
+step (``orchestrator.watch.hung_line``), and with ``--end-hung`` the trainer is ended as
+a stop's ``--pid-file`` ends it (in the same pool). The fleet ends when every run has
+finished and no new log has appeared for ``idle`` s.
 
 Open files are bounded (``max_open``): the followers quiet the longest close their file
 and keep their place; a parked log is only ``stat``-ed until it grows again.
@@ -27,7 +30,8 @@ slow one does not hold up the other logs. Left out: a run's control must be in t
 fleet (not a stored run id).
 
 Call :func:`watch_fleet` with :class:`FleetOptions`. Exit status as ``watch``: 0 no
-stop, 3 stops carried out, 4 a stop action failed, 2 bad input.
+stop, 3 stops carried out, 4 a stop action failed, 5 a trainer hung (and no action
+failed), 2 bad input.
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ import os
 import signal
 import subprocess
 import time
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -50,7 +55,16 @@ from orchestrator.follow import FOLLOW_FORMATS, LogFollower, Step
 from orchestrator.logs import LogError, NameMapper, ReadOptions
 from orchestrator.rules import Decision, RuleSet
 from orchestrator.tracked import ControlFeed, TrackedRun
-from orchestrator.watch import EXIT_DONE, EXIT_STOP_FAILED, EXIT_STOPPED, _alive, end_process_group
+from orchestrator.watch import (
+    EXIT_DONE,
+    EXIT_HUNG,
+    EXIT_STOP_FAILED,
+    EXIT_STOPPED,
+    _alive,
+    end_process_group,
+    hung_end,
+    hung_line,
+)
 from store import Store
 
 ACTION_RULE = "stop_action"
@@ -97,7 +111,10 @@ class FleetOptions:
     action_timeout: float = 120.0
     """Seconds an ``--on-stop`` command may take."""
     idle: float | None = 600.0
-    """Seconds without growth after which a log's run is finished."""
+    """Seconds without growth after which a log's run is finished, or, where its trainer
+    (``pid_file``) still lives, hung (failed)."""
+    end_hung: bool = False
+    """A hung trainer (alive, its log silent for ``idle`` s): end it as a stop would."""
     wait: float = 120.0
     """Seconds to wait for the first log to appear."""
     poll: float = 0.2
@@ -227,7 +244,11 @@ class FleetRun:
         """When its trainer's pid file was last read (``Fleet.trainer_alive``)."""
         self.alive: bool | None = None
         """Whether its trainer lives, as last read (None: no pid file to read)."""
+        self.pid: int | None = None
+        """Its trainer's pid, as last read from its pid file."""
         self.pid_text = ""
+        self.last_step: int | None = None
+        """The newest step read from its log."""
         self.pair = tracked.ident.pair_key
 
     def template_fields(self) -> dict[str, Any]:
@@ -256,8 +277,10 @@ class Fleet:
         self.pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="stop-action")
         """Stop actions run here, so a slow one (a trainer that ignores SIGTERM for
         ``grace`` s, a hanging ``scancel``) does not hold up the other runs' logs."""
-        self.pending: list[tuple[FleetRun, Decision, Future[list[ActionResult]]]] = []
+        self.pending: list[tuple[Future[Any], Callable[[Any], None]]] = []
+        """Actions under way in ``pool``, each with what records its outcome."""
         self.stops = 0
+        self.hung = 0
 
     # --- finding the logs -------------------------------------------------------------
 
@@ -394,6 +417,9 @@ class Fleet:
             for s in run.follower.close():
                 if self._take(run, s):
                     return
+            if idle and alive:
+                self._hung(run)
+                return
             status = run.tracked.finish()
             run.done = True
             why = f"its trainer ({run.pid_text}) has exited" if exited else (
@@ -415,9 +441,28 @@ class Fleet:
         except (L.LayoutError, OSError):  # a template naming {rule}, a file not written yet
             run.alive = None
             return None
-        run.alive = _alive(int(text)) if text.isdigit() else None
+        run.pid = int(text) if text.isdigit() else None
+        run.alive = None if run.pid is None else _alive(run.pid)
         run.pid_text = f"pid {text}, {path}"
         return run.alive
+
+    def _hung(self, run: FleetRun) -> None:
+        """Its trainer lives, its log silent for ``idle`` s: the run fails as hung, said in
+        one line; with ``end_hung`` the trainer is ended first (in the pool)."""
+        assert self.opts.idle is not None and run.pid is not None
+        run.done = True
+        self.hung += 1
+        line, pid = hung_line(self.opts.idle, run.last_step), run.pid
+
+        def record(outcome: str | None) -> None:
+            said = line + hung_end(pid, outcome)
+            run.tracked.finish(error=said)
+            self.say(f"{run.name}: run {run.tracked.run_id} failed: {said}")
+
+        if self.opts.end_hung:
+            self.pending.append((self.pool.submit(_end_pid, pid, self.opts.grace), record))
+        else:
+            record(None)
 
     def _take(self, run: FleetRun, s: Step) -> bool:
         """One step into the store and the rules; True where it stopped the run."""
@@ -427,6 +472,7 @@ class Fleet:
         if s.addition:
             run.tracked.add(s.step, metrics)
             return False
+        run.last_step = s.step
         stop = run.tracked.step(s.step, metrics)
         if run.is_control and self.controls.get(run.pair) is run:
             for other in self.runs.values():
@@ -450,16 +496,17 @@ class Fleet:
         run.done = True
         self.stops += 1
         fields = {**run.template_fields(), "rule": stop.rule, "step": stop.step}
-        self.pending.append((run, stop, self.pool.submit(self.carry_out, run, fields, stop)))
+        fut = self.pool.submit(self.carry_out, run, fields, stop)
+        self.pending.append((fut, lambda results: self._record(run, stop, results)))
 
     def collect(self, wait: bool = False) -> None:
-        """Store and say the outcome of each stop action that has finished (all, ``wait``)."""
+        """Store and say the outcome of each action that has finished (all, ``wait``)."""
         left = []
-        for run, stop, fut in self.pending:
+        for fut, record in self.pending:
             if wait or fut.done():
-                self._record(run, stop, fut.result())
+                record(fut.result())
             else:
-                left.append((run, stop, fut))
+                left.append((fut, record))
         self.pending = left
 
     def _record(self, run: FleetRun, stop: Decision, results: list[ActionResult]) -> None:
@@ -567,4 +614,6 @@ def watch_fleet(opts: FleetOptions, db_url: str | None) -> int:
     say(f"fleet done: {len(statuses)} runs ({counts})")
     if fleet.failed_actions:
         return EXIT_STOP_FAILED
+    if fleet.hung:
+        return EXIT_HUNG
     return EXIT_STOPPED if fleet.stops else EXIT_DONE

@@ -1,11 +1,22 @@
-"""``gapwatch runs``: print what the store holds, as rich tables."""
+"""``gapwatch runs``: print what the store holds, as rich tables.
+
+A run the store holds as ``running`` whose process can no longer end it (killed with
+SIGKILL, lost with its machine) is shown ``stale``: silent for longer than its own step
+interval allows, with no live process behind it (the rule: ``store.staleness``). That is
+a display only: the stored status stays as it is, because the process may live where
+this machine cannot see it (another host), and only it knows how the run ended.
+"""
 
 from __future__ import annotations
+
+from collections import Counter
+from datetime import UTC, datetime
 
 from rich.table import Table
 
 from correction import names
 from store import open_store
+from store.staleness import STALE_FLOOR_S, STALE_STEPS, shown_status
 
 from .console import console as make_console
 from .console import plain, shown
@@ -31,12 +42,17 @@ def print_runs(db_url: str | None, sweep_name: str | None = None) -> None:
     if not sweeps and not runs:
         console.print("the store is empty: run `gapwatch sweep` or `gapwatch run` first")
         return
+    now = datetime.now(UTC)
+    status = {r.id: shown_status(r, now) for r in runs}
+    stale = Counter(r.sweep_id for r in runs if status[r.id] == "stale")
 
     t = Table(title="sweeps")
     for col in ("id", "name", "status", "created", "runs"):
         t.add_column(col)
     for s in sweeps:
-        counts = ", ".join(f"{k} {v}" for k, v in sorted(s.run_counts.items()))
+        by_status = Counter(s.run_counts)
+        by_status.update({"running": -stale[s.id], "stale": stale[s.id]})
+        counts = ", ".join(f"{k} {v}" for k, v in sorted(by_status.items()) if v > 0)
         t.add_row(str(s.id), shown(s.name), s.status, f"{s.created:%Y-%m-%d %H:%M}", counts)
     console.print(t)
 
@@ -68,13 +84,21 @@ def print_runs(db_url: str | None, sweep_name: str | None = None) -> None:
             str(r.seed),
             shown(r.compression),
             shown(r.correction),
-            r.status,
+            status[r.id],
             shown(stop),
             str(r.last_step or 0),
             _fmt(last.get(names.SCORE_MEAN)),
             _fmt(last.get(names.PROBS_DIFF_MEAN)),
         )
     console.print(t)
+    if n := sum(stale.values()):
+        console.print(
+            f"{n} run(s) stale: stored as running but silent for over {STALE_STEPS:g} of their "
+            f"step intervals (and {STALE_FLOOR_S / 60:g} min), with no live process seen here; "
+            "check their trainers (this listing changes nothing in the store)",
+            markup=False,
+            soft_wrap=True,
+        )
 
 
 def _fmt(v: float | None) -> str:

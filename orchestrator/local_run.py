@@ -9,7 +9,10 @@ control shares with its treatments), every step is written as it comes with a ri
 progress bar (step, score, gap), the YAML's ``rules:`` (the same ``RuleSet`` a sweep
 applies) judge each step against the latest stored control of the same pair, and the run
 ends completed, stopped (by a rule) or failed (with a one-line error; the steps already
-written are kept).
+written are kept). Ctrl-C stops it (``stopped``, stop rule ``interrupted``, at its newest
+step) and SIGTERM fails it ("ended by SIGTERM"), each said in one line
+(``orchestrator.signals``). The run records this process as its ``placement`` (host,
+pid), so ``gapwatch runs`` can tell a run whose process was killed outright (``stale``).
 
 ``log=PATH`` also writes each step to PATH as verl's file logger does
 (:class:`VerlFileLogger`), the log a ``gapwatch watch`` elsewhere can follow; with
@@ -18,6 +21,7 @@ written are kept).
 
 from __future__ import annotations
 
+import signal
 from pathlib import Path
 from typing import Any
 
@@ -26,9 +30,10 @@ import yaml
 from rich.markup import escape
 
 from correction import names as N
-from orchestrator.signals import terminated_raises
+from orchestrator.signals import mark_signalled, sigint_ignored, terminated_raises
 from orchestrator.tracked import TrackedRun
 from store import identity
+from store.staleness import this_process
 
 LOCAL_SWEEP = "local"
 """Name of the sweep that holds every run started by ``gapwatch run``."""
@@ -179,6 +184,7 @@ def run_local(
             run = TrackedRun(
                 st, sweep_id, ident.unique_key, ident, config, ruleset, control_run=control
             )
+            st.update_run_config(run.run_id, {"placement": this_process()})
         except BaseException:
             if file_log is not None:
                 file_log.close()
@@ -206,9 +212,15 @@ def run_local(
                 bar.update(task, completed=res.step, info=info)
                 if stop is not None:
                     break
+    except KeyboardInterrupt:
+        with sigint_ignored():  # a second Ctrl-C does not cut the record short
+            status = mark_signalled(run, signal.SIGINT) if isinstance(run, TrackedRun) else "ended"
+            name = "the run" if run.run_id is None else f"run {run.run_id}"
+            said = f"{name} {status} after {run.steps} steps {where}"
+        raise KeyboardInterrupt(said) from None  # the CLI says it in one line, exit 130
     except BaseException as exc:
         msg = " ".join(str(exc).split()) or type(exc).__name__
-        run.finish(error="interrupted" if isinstance(exc, KeyboardInterrupt) else msg)
+        run.finish(error=msg)
         # (SIGTERM: "ended by SIGTERM"; the run is failed with it, not left running)
         raise
     finally:

@@ -59,8 +59,9 @@ class WatchOptions:
     fmt: str = "auto"
     """``auto`` (told by name and content) or a reader's name (``orchestrator.readers``)."""
     names: str = "auto"
-    """Whose metric names the log uses: ``auto``, ``gapwatch``, ``verl``, ``trl``, or a
-    YAML name map file ``{their_name: gapwatch_name}``."""
+    """Whose metric names the log uses: ``auto``, a built-in map's source
+    (``correction.name_maps.SOURCES``), or a YAML name map file
+    ``{their_name: gapwatch_name}``."""
     read: ReadOptions = field(default_factory=ReadOptions)
     """What the log does not say: the step field or pattern, the logging interval."""
     ruleset: RuleSet | None = None
@@ -156,10 +157,18 @@ def end_process_group(pid: int, grace: float, *, pgid: int | None = None) -> str
 
 
 def hung_line(idle: float, last_step: int | None) -> str:
-    """How a hung trainer is said (a sweep's command trial, ``watch --pid``): how long its
-    log has been silent, after which step."""
+    """How a hung trainer is said (a sweep's command trial, ``watch --pid``, a fleet's
+    ``--pid-file``): how long its log has been silent, after which step."""
     after = "before its first step" if last_step is None else f"after step {last_step}"
     return f"trainer hung: no log line for {idle:g} s {after}"
+
+
+def hung_end(pid: int, outcome: str | None) -> str:
+    """The rest of a hung trainer's line: how ``pid`` was ended (``outcome``, with
+    ``--end-hung``), or that it was left running (None)."""
+    if outcome is None:
+        return f"; pid {pid} left running (--end-hung ends it)"
+    return f"; ended it ({outcome})"
 
 
 def _identity(opts: WatchOptions, name: str, pair: str | None) -> identity.RunIdentity:
@@ -320,16 +329,26 @@ def _take(run: TrackedRun, control: _Control, names: NameMapper, s: Step) -> Dec
     return run.step(s.step, metrics)
 
 
+TELL_AFTER = 5
+"""Steps a log may start with before its unfed rules are said, while no rule is fed."""
+
+
 def _tell_feeds(run: TrackedRun, names: NameMapper, say: Any, has_control: bool) -> bool:
     """Say, once, which names were mapped and which rules this log cannot feed (judged
-    from its first step; a control is taken to log what the run logs)."""
+    from the steps stored so far; a control is taken to log what the run logs). Where no
+    rule is fed yet, it waits up to :data:`TELL_AFTER` steps: a trainer's first rows may
+    hold no training figure (TRL's W&B runs log their timings at step 0). Returns whether
+    it has told."""
     if run.watcher is None:
         return True
-    if (m := names.describe()) is not None:
-        say(m)
     rs = RuleSet(run.watcher.rules)
     have = set(run.store.metric_names(run.run_id))
-    for rule, why in rs.unfed(have, have if has_control else None).items():
+    unfed = rs.unfed(have, have if has_control else None)
+    if len(unfed) == len(rs.rules) and run.steps < TELL_AFTER:
+        return False
+    if (m := names.describe()) is not None:
+        say(m)
+    for rule, why in unfed.items():
         say(f"rule {rule} cannot decide on this log: {why}")
     return True
 
@@ -338,12 +357,8 @@ def _hung(opts: WatchOptions, run: TrackedRun, control: _Control, last: int | No
     """``opts.pid`` is alive but its log has been silent for ``opts.idle`` s: the run
     fails with one line (and the trainer's group is ended if asked); EXIT_HUNG."""
     assert opts.pid is not None and opts.idle is not None
-    line = hung_line(opts.idle, last)
-    if opts.end_hung:
-        outcome = end_process_group(opts.pid, opts.grace)
-        line += f"; ended its process group ({outcome})"
-    else:
-        line += f"; pid {opts.pid} left running (--end-hung ends its process group)"
+    outcome = end_process_group(opts.pid, opts.grace) if opts.end_hung else None
+    line = hung_line(opts.idle, last) + hung_end(opts.pid, outcome)
     control.finish(run)
     run.finish(error=line)
     opts.say(plain(f"run {run.run_id} failed: {line}"))

@@ -43,6 +43,10 @@ class RunRow:
     """Where that checkpoint is."""
     attempts: int | None = None
     """How many times the run's trainer was started (None: not counted, an older run)."""
+    active_at: datetime | None = None
+    """When the run last showed life: its newest step written, or its trainer (re)started."""
+    step_interval_s: float | None = None
+    """Its typical wall time between two new steps (None before its second step)."""
 
 
 class Point(NamedTuple):

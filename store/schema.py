@@ -75,6 +75,12 @@ class Run(Base):
     attempts: Mapped[int | None] = mapped_column(Integer)
     """How many times the run's trainer was started (a retry after its node was lost, a
     ``--resume``, each counts; revision 0006). NULL: recorded before it was counted."""
+    active_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    """When the run last showed life: its newest step first written, or its trainer
+    (re)started (``begin_attempt``); revision 0007. NULL: neither yet, or recorded before."""
+    step_interval_s: Mapped[float | None] = mapped_column(Float)
+    """Its typical wall time between two new steps, seconds (kept by ``write_batch``: see
+    ``store.staleness``); NULL before its second step."""
 
 
 class MetricName(Base):

@@ -27,7 +27,7 @@ from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session
 
 from . import engine as eng
-from . import export, ingest, reads
+from . import export, ingest, reads, staleness
 from .errors import StoreError
 from .rows import DecisionRow, DistRow, Point, RunRow, SweepRow
 from .schema import (
@@ -63,6 +63,21 @@ def _utc(dt: datetime) -> datetime:
 
 def _opt_utc(dt: datetime | None) -> datetime | None:
     return None if dt is None else _utc(dt)
+
+
+def _activity(old: Any, steps: list[int], now: datetime) -> dict[str, Any]:
+    """``active_at`` and ``step_interval_s`` of a run (``old``: its row before) that is
+    written ``steps`` now: only new steps (past its newest) count; the wall time since it
+    last showed life, shared among them, is one sample of its interval, once it has a
+    step before them (the wait for a first step is loading, not a step)."""
+    new = [s for s in steps if old.last_step is None or s > old.last_step]
+    if not new:
+        return {}
+    out: dict[str, Any] = {"active_at": now}
+    if old.last_step is not None and old.active_at is not None:
+        sample = (now - _utc(old.active_at)).total_seconds() / len(new)
+        out["step_interval_s"] = staleness.next_interval(old.step_interval_s, sample)
+    return out
 
 
 def _choice(what: str, value: str, valid: Sequence[str]) -> str:
@@ -270,20 +285,20 @@ class Store:
             values: dict[str, Any] = {"stop_rule": None, "stop_step": None}
             values["last_step"] = None if after is None else cut
             if after is None:
-                values.update(checkpoint_step=None, checkpoint_path=None)
+                values.update(checkpoint_step=None, checkpoint_path=None, step_interval_s=None)
             conn.execute(update(Run).where(Run.id == run_id).values(**values))
 
         self._write(go)
 
     def begin_attempt(self, run_id: int) -> int:
         """Count one more start of the run's trainer (its first, a retry on another node,
-        a resume); the count now."""
+        a resume), a sign of life (``active_at``); the count now."""
 
         def go(conn: Connection) -> int:
             res = conn.execute(
                 update(Run)
                 .where(Run.id == run_id)
-                .values(attempts=func.coalesce(Run.attempts, 0) + 1)
+                .values(attempts=func.coalesce(Run.attempts, 0) + 1, active_at=_now())
             )
             if res.rowcount == 0:
                 raise StoreError(f"no run with id {run_id} in {self.url_display}")
@@ -362,9 +377,17 @@ class Store:
         def go(conn: Connection) -> None:
             # SQLite's two-argument max() is PostgreSQL's greatest()
             bigger = func.max if self.dialect == "sqlite" else func.greatest
+            q = select(Run.id, Run.last_step, Run.active_at, Run.step_interval_s)
+            before: dict[int, Any] = {}
+            if tops:
+                before = {int(r.id): r for r in conn.execute(q.where(Run.id.in_(list(tops))))}
+            now = _now()
             for rid, top in tops.items():
                 newest = bigger(func.coalesce(Run.last_step, top), top)
-                res = conn.execute(update(Run).where(Run.id == rid).values(last_step=newest))
+                values: dict[str, Any] = {"last_step": newest}
+                if (old := before.get(rid)) is not None:
+                    values.update(_activity(old, [s for s, _, _ in merged[rid]], now))
+                res = conn.execute(update(Run).where(Run.id == rid).values(**values))
                 if res.rowcount == 0:
                     raise StoreError(
                         f"no run with id {rid} in {self.url_display}: create it with ensure_run"
@@ -455,6 +478,8 @@ class Store:
             checkpoint_step=r.checkpoint_step,
             checkpoint_path=r.checkpoint_path,
             attempts=r.attempts,
+            active_at=_opt_utc(r.active_at),
+            step_interval_s=r.step_interval_s,
         )
 
     def runs(self, sweep_id: int | None = None) -> list[RunRow]:

@@ -4,7 +4,10 @@ Add it to the trainer's callbacks. At each ``on_log`` it maps TRL's metric names
 gapwatch's (``correction.name_maps``; both kept), writes the step to the store as a run
 (a ``TrackedRun``: it shows live in the UI), and lets the rules judge it; on a stop it
 stores the decision with its evidence and sets ``control.should_training_stop``, so the
-trainer ends at that step. ``on_train_end`` marks how the run ended. With ``log_path``
+trainer ends at that step. ``on_train_end`` marks how the run ended; a SIGTERM or Ctrl-C
+(SIGINT) that ends the process first marks it too (failed "ended by SIGTERM", or stopped
+as ``interrupted``), then goes on to the handler that was there before, so the trainer
+ends as it would have (``orchestrator.signals.EndRelay``). With ``log_path``
 it also appends each logged step to a JSONL file, the form a command sweep or
 ``gapwatch watch`` follows (``store=False`` then leaves the store and the rules to the
 follower)::
@@ -28,6 +31,7 @@ serves any Trainer.
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -37,8 +41,10 @@ from transformers import TrainerCallback
 from orchestrator import rules as R
 from orchestrator.logs import NameMapper
 from orchestrator.rules import Decision, RuleSet
+from orchestrator.signals import EndRelay, mark_signalled
 from orchestrator.tracked import TrackedRun
 from store import identity, open_store
+from store.staleness import this_process
 
 __all__ = ["GapConfig", "GapGRPOTrainer", "GapwatchCallback"]  # noqa: F822 (lazy, below)
 
@@ -104,6 +110,9 @@ class GapwatchCallback(TrainerCallback):  # type: ignore[misc]
         self.stop: Decision | None = None
         self.names = NameMapper("trl")
         self._last_step: int | None = None
+        self._relay = EndRelay(self._signalled)
+        self.ended_by: int | None = None
+        """The signal whose end was recorded (then ``on_train_end`` leaves the run as is)."""
 
     def take_distributions(self, source: Callable[[], dict[str, Any]]) -> None:
         """Where each logged step's distributions come from (``GapGRPOTrainer`` calls this
@@ -136,6 +145,9 @@ class GapwatchCallback(TrainerCallback):  # type: ignore[misc]
         self.run = TrackedRun(
             st, sweep_id, name, ident, config, self.ruleset, control_run=self.control_run
         )
+        st.update_run_config(self.run.run_id, {"placement": this_process()})
+        self.ended_by = None
+        self._relay.install()  # from here a SIGTERM or Ctrl-C marks the run first
 
     def on_log(
         self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **kwargs: Any
@@ -157,19 +169,30 @@ class GapwatchCallback(TrainerCallback):  # type: ignore[misc]
             with self.log_path.open("a", encoding="utf-8") as fh:
                 # NaN and infinities as the JSON tokens Python and gapwatch's readers take
                 fh.write(json.dumps({"step": step, **numbers}) + "\n")
-        if self.run is None:
+        if self.run is None or self.ended_by is not None:
             return
         row = self.names({"step": step, **numbers})
         metrics = {k: v for k, v in row.items() if k != "step"}
-        if self._last_step is not None and step <= self._last_step:
-            self.run.add(step, metrics)  # a second log at one step (e.g. the train summary)
-            return
-        self._last_step = step
-        stop = self.run.step(step, metrics, dists)
+        with self._relay.held():  # a signal meanwhile is recorded once this write is done
+            if self._last_step is not None and step <= self._last_step:
+                self.run.add(step, metrics)  # a second log at one step (e.g. the summary)
+                return
+            self._last_step = step
+            stop = self.run.step(step, metrics, dists)
         if stop is not None:
             self.stop = stop
             control.should_training_stop = True
 
     def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-        if self.run is not None:
+        self._relay.restore()
+        if self.run is not None and self.ended_by is None:
             self.run.finish()
+
+    def _signalled(self, signum: int) -> None:
+        """SIGTERM or SIGINT is ending the process: record how the run ended, once."""
+        if self.run is None or self.ended_by is not None:
+            return
+        self.ended_by = signum
+        status = mark_signalled(self.run, signum)
+        why = self.run.store.run(self.run.run_id).error or "stopped"
+        print(f"gapwatch: run {self.run.run_id} {status}: {why}", file=sys.stderr, flush=True)

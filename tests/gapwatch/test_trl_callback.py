@@ -69,3 +69,102 @@ def test_the_callback_refuses_what_records_nothing() -> None:
         GapwatchCallback(role="judge")
     with pytest.raises(ValueError, match="unknown rule 'nope'"):
         GapwatchCallback(rules={"nope": {}})
+
+
+# --- a signal that ends the trainer's process: the run is not left 'running' -------------
+
+
+def _begin(tmp_path: Path):  # type: ignore[no-untyped-def]
+    from types import SimpleNamespace
+
+    from gapwatch.integrations.trl import GapwatchCallback
+
+    cb = GapwatchCallback(name="sig", db=f"sqlite:///{tmp_path}/s.db", rules={})
+    args = SimpleNamespace(seed=0, output_dir=str(tmp_path))
+    control = SimpleNamespace(should_training_stop=False)
+    cb.on_train_begin(args, None, control)
+    for step in (1, 2):
+        cb.on_log(args, SimpleNamespace(global_step=step), control, logs={"reward": 0.5})
+    return cb, args, control
+
+
+def test_sigint_stops_the_run_then_python_raises_keyboardinterrupt(tmp_path: Path) -> None:
+    import os
+    import signal
+
+    from orchestrator.signals import INTERRUPTED
+
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    cb, _, _ = _begin(tmp_path)
+    assert cb.run is not None
+    with pytest.raises(KeyboardInterrupt):  # the handler before (Python's) still runs
+        os.kill(os.getpid(), signal.SIGINT)
+    run = open_store(f"sqlite:///{tmp_path}/s.db").run(cb.run.run_id)
+    assert (run.status, run.stop_rule, run.stop_step) == ("stopped", INTERRUPTED, 2)
+    assert run.error == "interrupted (Ctrl-C, SIGINT) after step 2"
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # given back
+
+
+def test_sigterm_during_a_store_write_is_recorded_after_it_then_chained(
+    tmp_path: Path,
+) -> None:
+    """A trainer's own SIGTERM handler still runs after the run is marked; a SIGTERM that
+    comes while the callback writes a step waits for the write (no lock held twice)."""
+    import os
+    import signal
+    from types import SimpleNamespace
+
+    seen: list[int] = []
+    before = signal.signal(signal.SIGTERM, lambda signum, frame: seen.append(signum))
+    try:
+        cb, args, control = _begin(tmp_path)
+        assert cb.run is not None
+        st = cb.run.store
+        write = st.write_batch
+
+        def write_then_signal(*a, **kw):  # type: ignore[no-untyped-def]
+            os.kill(os.getpid(), signal.SIGTERM)  # arrives while the step is being written
+            assert not seen, "the signal was relayed inside the write"
+            return write(*a, **kw)
+
+        st.write_batch = write_then_signal  # type: ignore[method-assign]
+        cb.on_log(args, SimpleNamespace(global_step=3), control, logs={"reward": 0.5})
+        assert seen == [signal.SIGTERM]  # relayed once the write was done
+        run = open_store(f"sqlite:///{tmp_path}/s.db").run(cb.run.run_id)
+        assert (run.status, run.error, run.last_step) == ("failed", "ended by SIGTERM", 3)
+        cb.on_train_end(args, None, control)  # the trainer winds down: the mark stays
+        assert open_store(f"sqlite:///{tmp_path}/s.db").run(cb.run.run_id).status == "failed"
+    finally:
+        signal.signal(signal.SIGTERM, before)
+
+
+@pytest.mark.slow
+def test_a_grpo_run_sent_sigterm_is_failed_not_left_running(tmp_path: Path) -> None:
+    """A real GRPOTrainer: SIGTERM (default disposition) marks the run, then ends the
+    process as SIGTERM does."""
+    import signal
+    import time
+
+    db = f"sqlite:///{tmp_path}/t.db"
+    proc = subprocess.Popen(
+        [sys.executable, str(EXAMPLE), "--out", str(tmp_path / "out"), "--steps", "400",
+         "--db", db, "--name", "grpo"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:  # until the run has stored a step
+            time.sleep(0.3)
+            assert proc.poll() is None, proc.communicate()[1][-2000:]
+            runs = open_store(db).runs() if (tmp_path / "t.db").exists() else []
+            if runs and runs[0].last_step:
+                break
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == -signal.SIGTERM, err[-2000:]
+    (run,) = open_store(db).runs()
+    assert (run.status, run.error) == ("failed", "ended by SIGTERM"), run
+    assert run.last_step is not None and run.last_step < 400
+    assert f"gapwatch: run {run.id} failed: ended by SIGTERM" in err

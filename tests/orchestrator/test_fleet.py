@@ -216,6 +216,82 @@ def test_a_run_ends_with_its_trainer(tmp_path: Path) -> None:
     assert "none-s1/metrics.jsonl: its trainer (pid" in said and "no growth" not in said
 
 
+HANGING_WRITER = r"""
+import os, sys, time
+history, log, pid_file, steps, linger = sys.argv[1:6]
+with open(pid_file, "w") as f:
+    f.write(str(os.getpid()))
+with open(history) as src, open(log, "a") as out:
+    for line in list(src)[: int(steps)]:
+        out.write(line)
+        out.flush()
+time.sleep(float(linger))  # alive and silent: hung (a linger of 0 exits: finished)
+"""
+
+
+def _gone(p: subprocess.Popen[bytes], within: float) -> bool:
+    try:
+        p.wait(timeout=within)
+    except subprocess.TimeoutExpired:
+        return False
+    return True
+
+
+@pytest.mark.parametrize("end_hung", [True, False])
+def test_a_live_trainer_whose_log_goes_silent_is_hung_not_finished(
+    tmp_path: Path, end_hung: bool
+) -> None:
+    """As ``watch --pid`` has it: a fleet's run whose trainer (--pid-file) lives but whose
+    log has been silent for --idle s fails with one line naming its last step, and
+    --end-hung ends that trainer; a run whose trainer has exited is finished as before."""
+    runs = tmp_path / "runs"
+    procs = {}
+    for seed, linger in ((0, "60"), (1, "0")):  # seed 0 hangs after step 3, seed 1 exits
+        d = runs / f"none-s{seed}"
+        d.mkdir(parents=True)
+        procs[seed] = subprocess.Popen(
+            [sys.executable, "-c", HANGING_WRITER, str(LOGS / "seed_dense.verl.jsonl"),
+             str(d / "metrics.jsonl"), str(d / "train.pid"), "3", linger],
+            start_new_session=True,
+        )  # fmt: skip
+    for seed in procs:
+        while not (runs / f"none-s{seed}/metrics.jsonl").exists():
+            time.sleep(0.02)
+    lines: list[str] = []
+    opts = FleetOptions(
+        source=str(runs / "*" / "metrics.jsonl"), layout="runs/{correction}-s{seed}/metrics.jsonl",
+        ruleset=ruleset_for(None, None), idle=1.0, poll=0.05, rescan=0.2, grace=5,
+        pid_file="{dir}/train.pid", end_hung=end_hung, say=lines.append,
+    )  # fmt: skip
+    db = f"sqlite:///{tmp_path}/h.db"
+    try:
+        assert watch_fleet(opts, db) == 5, "\n".join(lines)  # EXIT_HUNG
+        hung_pid = procs[0].pid
+        if end_hung:
+            assert _gone(procs[0], 5), "the hung trainer outlived --end-hung"
+        else:
+            assert procs[0].poll() is None, "without --end-hung the trainer is left alone"
+    finally:
+        for p in procs.values():
+            if p.poll() is None:
+                os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
+    said = [x for x in lines if "trainer hung" in x]
+    assert len(said) == 1 and said[0].startswith("none-s0/metrics.jsonl: run "), lines
+    assert "failed: trainer hung: no log line for 1 s after step 3" in said[0]
+    if end_hung:
+        assert f"; ended it (process group {hung_pid} ended by SIGTERM" in said[0]
+    else:
+        assert f"; pid {hung_pid} left running (--end-hung ends it)" in said[0]
+    got = {r.trial_id: r for r in open_store(db).runs()}
+    hung, done = got["none-s0/metrics.jsonl"], got["none-s1/metrics.jsonl"]
+    assert (hung.status, hung.last_step) == ("failed", 3) and hung.error is not None
+    assert hung.error.startswith("trainer hung: no log line for 1 s after step 3; ")
+    assert (done.status, done.last_step) == ("completed", 3)
+    assert any("none-s1/metrics.jsonl: its trainer (pid" in x for x in lines), lines
+    assert any("fleet done: 2 runs (1 completed, 1 failed)" in x for x in lines), lines
+
+
 def test_fleet_bad_input_is_one_line(tmp_path: Path) -> None:
     def run(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run([str(GAPWATCH), "watch", *args, "--db", f"sqlite:///{tmp_path}/x.db"],
@@ -226,6 +302,7 @@ def test_fleet_bad_input_is_one_line(tmp_path: Path) -> None:
         ((str(tmp_path), "--layout", "x.jsonl"), "names no field"),
         ((str(tmp_path / "*.jsonl"), "--pid", "1"), "--pid name one run"),
         ((str(tmp_path), "--pid-file", "{dir}/p"), "--pid-file and --control-when are for a fleet"),
+        ((str(tmp_path / "*.jsonl"), "--end-hung"), "--end-hung ends a hung trainer: give the"),
     ]:
         res = run(*args)
         lines = res.stderr.strip().splitlines()

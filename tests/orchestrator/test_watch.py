@@ -187,6 +187,21 @@ def test_a_finished_trainer_completes_the_run_and_unfed_rules_are_named(tmp_path
     assert hist[0]["reward"] == hist[0][N.SCORE_MEAN] == 0.5  # both names kept
 
 
+@pytest.mark.slow
+def test_rules_are_judged_fed_from_the_first_training_row_not_a_timings_row(
+    tmp_path: Path,
+) -> None:
+    # TRL's W&B runs log profiling timings at step 0, before any training figure
+    log, db = tmp_path / "trl.jsonl", f"sqlite:///{tmp_path}/w.db"
+    rows = [{"step": 0, "profiling/Time taken: GRPOTrainer._prepare_inputs": 0.2}]
+    rows += [{"step": s, "reward": 0.5, "frac_reward_zero_std": 0.1} for s in range(1, 6)]
+    log.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    res = _watch(str(log), "--db", db, "--idle", "1")
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "rule post_tool_tail_growth cannot decide on this log" in res.stdout
+    assert "rule score_collapse cannot decide" not in res.stdout
+
+
 @pytest.mark.parametrize(
     ("args", "needle"),
     [
@@ -253,7 +268,7 @@ def test_a_live_pid_whose_log_goes_silent_is_hung_not_finished(
         assert len(said) == 1, res.stdout
         assert "trainer hung: no log line for 2 s after step 4" in said[0]
         if end_hung:
-            assert "ended its process group (process group" in said[0]
+            assert "; ended it (process group" in said[0]
             assert _gone(writer, 5), "the hung trainer's process group outlived --end-hung"
         else:
             assert f"pid {writer.pid} left running" in said[0]

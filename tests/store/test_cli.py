@@ -62,7 +62,7 @@ def test_runs_on_unreachable_postgresql_is_one_error_line() -> None:
 def test_db_upgrade_then_runs_then_export(store_url: str, tmp_path: Path) -> None:
     res = _cli("db", "upgrade", "--db", store_url, cwd=tmp_path)
     assert res.returncode == 0, res.stderr
-    assert "is at schema revision 0006" in res.stdout
+    assert "is at schema revision 0007" in res.stdout
     with open_store(store_url) as st:
         (rid, _) = fill(st, runs=2, steps=20, names=["critic/score/mean", "x/y"])
     res = _cli("runs", "--db", store_url)

@@ -25,17 +25,17 @@ def _engine(url: str):  # type: ignore[no-untyped-def]
 
 def test_the_real_revisions_ship_in_the_package() -> None:
     revs, head = eng.known_revisions()
-    assert revs == ["0001", "0002", "0003", "0004", "0005", "0006"] and head == "0006"
+    assert revs == ["0001", "0002", "0003", "0004", "0005", "0006", "0007"] and head == "0007"
     assert (eng.MIGRATIONS_DIR / "env.py").exists()
 
 
 def test_empty_database_is_upgraded_to_head(store_url: str) -> None:
     with open_store(store_url) as st:
-        assert st.revision() == "0006"
+        assert st.revision() == "0007"
         tables = set(inspect(st.engine).get_table_names())
     assert {"sweeps", "runs", "metrics", "metric_names", "distributions", "decisions"} <= tables
     with open_store(store_url) as st:  # a second open is a no-op
-        assert st.revision() == "0006"
+        assert st.revision() == "0007"
 
 
 def test_orm_schema_matches_the_migrations(store_url: str) -> None:
@@ -44,7 +44,7 @@ def test_orm_schema_matches_the_migrations(store_url: str) -> None:
     assert diff == []
 
 
-@pytest.mark.parametrize("start", ["0001", "0002", "0003"])
+@pytest.mark.parametrize("start", ["0001", "0002", "0003", "0006"])
 def test_database_at_an_older_revision_is_upgraded_and_keeps_its_data(
     store_url: str, start: str
 ) -> None:
@@ -80,7 +80,7 @@ def test_database_at_an_older_revision_is_upgraded_and_keeps_its_data(
     engine.dispose()
 
     with open_store(store_url) as st:
-        assert st.revision() == "0006"
+        assert st.revision() == "0007"
         assert [s.name for s in st.sweeps()] == ["old"]
         assert st.run(1).last_step == 9  # 0001 -> 0002 backfills it
         assert [(p.step, p.value, p.flag) for p in st.series([1], ["critic/score/mean"])] == [
@@ -88,8 +88,10 @@ def test_database_at_an_older_revision_is_upgraded_and_keeps_its_data(
             (2, None, None),
             (9, 0.7, None),
         ]
+        assert st.run(1).active_at is None  # 0007: not known for an older run
         st.write_steps(1, [(10, {"critic/score/mean": float("nan")}, {})])
         assert st.series([1], ["critic/score/mean"])[-1].flag == "nan"
+        assert st.run(1).active_at is not None and st.run(1).step_interval_s is None
 
 
 def _old_run(conn: Any, rid: int, sweep: int, trial: str, role: str, labels: tuple[str, str, str],
@@ -155,7 +157,7 @@ def test_read_only_open_refuses_an_old_schema(store_url: str) -> None:
     engine = _engine(store_url)
     eng.upgrade(engine, "0001")
     engine.dispose()
-    with pytest.raises(StoreError, match=r"older than '0006': run `gapwatch db upgrade"):
+    with pytest.raises(StoreError, match=r"older than '0007': run `gapwatch db upgrade"):
         open_store(store_url, read_only=True)
 
 
@@ -266,14 +268,14 @@ def test_two_processes_creating_one_new_store_at_once(store_url: str) -> None:
         p.join(60)
     assert [p.exitcode for p in procs] == [0, 0]
     with open_store(store_url) as st:
-        assert st.revision() == "0006"
+        assert st.revision() == "0007"
         assert sorted(r.trial_id for r in st.runs()) == ["t0", "t1"]
 
 
 def test_in_memory_sqlite_store() -> None:
     with open_store("sqlite://") as st:
         sid = st.ensure_sweep("mem", "")
-        assert [s.id for s in st.sweeps()] == [sid] and st.revision() == "0006"
+        assert [s.id for s in st.sweeps()] == [sid] and st.revision() == "0007"
 
 
 def test_missing_postgres_database_is_named(pg_user: str) -> None:

@@ -233,27 +233,13 @@ def test_a_run_ended_by_sigterm_is_failed_with_the_reason_not_left_running(
     tmp_path: Path,
 ) -> None:
     import signal
-    import subprocess
-    import sys
-    import time
 
     from store import open_store
+    from tests.workers.local_runs import start_run
 
     db = f"sqlite:///{tmp_path}/t.db"
-    gapwatch = Path(sys.executable).with_name("gapwatch")
-    proc = subprocess.Popen(
-        [str(gapwatch), "run", str(EXAMPLES / "run-dense.yaml"), "--db", db, "--set", "steps=200",
-         "--set", "tasks_per_step=2", "--set", "num_threads=1"],
-        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+    proc = start_run(tmp_path, db)
     try:
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:  # until the run has stored a step
-            time.sleep(0.5)
-            if (tmp_path / "t.db").exists():
-                runs = open_store(db).runs()
-                if runs and runs[0].last_step:
-                    break
         proc.send_signal(signal.SIGTERM)
         _, err = proc.communicate(timeout=60)
     finally:
@@ -263,3 +249,31 @@ def test_a_run_ended_by_sigterm_is_failed_with_the_reason_not_left_running(
     (run,) = open_store(db).runs()
     assert run.status == "failed" and "SIGTERM" in (run.error or ""), run
     assert run.last_step is not None and run.last_step >= 1  # its steps kept
+
+
+@pytest.mark.slow
+def test_ctrl_c_stops_a_run_with_the_reason_in_one_line(tmp_path: Path) -> None:
+    """SIGINT (Ctrl-C): the run is ``stopped`` (stop rule ``interrupted``, at its newest
+    step), the reason stored; one line says so, no traceback, exit 130."""
+    import signal
+
+    from orchestrator.signals import INTERRUPTED
+    from store import open_store
+    from tests.workers.local_runs import start_run
+
+    db = f"sqlite:///{tmp_path}/t.db"
+    proc = start_run(tmp_path, db)
+    try:
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err, err
+    (run,) = open_store(db).runs()
+    assert (run.status, run.stop_rule) == ("stopped", INTERRUPTED), run
+    assert run.last_step is not None and run.stop_step == run.last_step >= 1  # its steps kept
+    assert run.error == f"interrupted (Ctrl-C, SIGINT) after step {run.last_step}"
+    (line,) = [ln for ln in err.splitlines() if ln.strip()]  # one line, all it says
+    assert line.startswith(f"interrupted: run {run.id} stopped after ") and db in line, err
+    assert run.config["placement"]["pid"] == proc.pid  # the process that trained it
