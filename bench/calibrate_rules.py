@@ -57,7 +57,7 @@ GRIDS: dict[str, dict[str, list[Any]]] = {
         "k": [2, 3, 4],
         "saturation": [None, 0.25, 0.5, 1.0],
     },
-    "length_runaway": {"clip_level": [0.3, 0.5], "k": [2, 3]},
+    "length_runaway": {"clip_level": [0.3, 0.5, 0.9], "k": [2, 3]},
     "post_tool_tail_growth": {"factor": [2.0, 3.0, 4.0, 6.0, 10.0], "k": [2, 3]},
     "ess_collapse": {"floor": [0.05, 0.1, 0.2, 0.3], "k": [2, 3, 5]},
     "grad_norm_blowup": {"factor": [5.0, 10.0, 20.0, 50.0], "window": [5, 50]},

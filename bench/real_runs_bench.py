@@ -75,7 +75,7 @@ GRIDS: dict[str, dict[str, list[Any]]] = {
         "k_without_fraction": [10, 15, 20],
         "window_without_fraction": [10, 20],
     },
-    "length_runaway": {"clip_level": [0.3, 0.5], "k": [2, 5]},
+    "length_runaway": {"clip_level": [0.3, 0.5, 0.9], "k": [2, 5]},
     "length_at_cap": {"share": [0.6, 0.7, 0.8, 0.9], "improve": [0.0, 0.25, 0.5]},
     "length_collapse": {"frac": [0.1, 0.2, 0.3]},
     "entropy_collapse": {"frac": [0.05, 0.1, 0.2]},

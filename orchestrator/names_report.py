@@ -61,6 +61,7 @@ def names_report(
         "first_step": rep.first_step, "last_step": rep.last_step, "notes": list(rep.notes),
         "source": mapper.source, "mapped": dict(mapper.used),
         "rules_can": [n for n in rs.names() if n not in unfed], "rules_cannot": unfed,
+        "rules_caveats": rs.caveats(have),
         "unmapped": foreign, "draft": draft,
     }  # fmt: skip
 
@@ -80,6 +81,8 @@ def print_report(r: dict[str, Any]) -> None:
     out(plain(f"rules that can decide: {', '.join(r['rules_can']) or 'none'}"), markup=False)
     for rule, why in r["rules_cannot"].items():
         out(plain(f"  cannot: {rule}: {why}"), markup=False, highlight=False)
+    for rule, why in r["rules_caveats"].items():
+        out(plain(f"  alone: {rule}: {why}"), markup=False, highlight=False)
     if r["draft"]:
         out("a names file for the keys left unmapped (check each meaning, then --names FILE):",
             markup=False)  # fmt: skip

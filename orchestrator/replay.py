@@ -43,6 +43,8 @@ class ReplayResult:
     """The first stop: the verdict (None: no rule would stop this run)."""
     skipped: dict[str, str] = field(default_factory=dict)
     """Rule name -> why it could not run on this log."""
+    caveats: dict[str, str] = field(default_factory=dict)
+    """Rule name -> what it ran without (``RuleSet.caveats``: e.g. no score)."""
 
     def to_json(self) -> dict[str, Any]:
         """The ``--json`` object."""
@@ -52,6 +54,7 @@ class ReplayResult:
             "step": None if self.stop is None else self.stop.step,
             "decisions": [d.to_dict() for d in self.decisions],
             "skipped_rules": list(self.skipped),
+            "caveats": dict(self.caveats),
         }
 
 
@@ -85,7 +88,8 @@ def replay(
     if pending is not None:
         have_ctl.update(pending)
     skipped = ruleset.unfed(have - {"step"}, None if control is None else have_ctl - {"step"})
-    return ReplayResult(decisions=decisions, stop=w.first_stop, skipped=skipped)
+    caveats = ruleset.caveats(have - {"step"})
+    return ReplayResult(decisions=decisions, stop=w.first_stop, skipped=skipped, caveats=caveats)
 
 
 def ruleset_for(rules: str | None, config: Path | None) -> R.RuleSet:
@@ -167,6 +171,8 @@ def _print(
     con.print(f"rules applied: {', '.join(applied) or 'none'}")
     for name, why in res.skipped.items():
         con.print(f"[yellow]skipped {name}[/]: {escape(why)}")
+    for name, why in res.caveats.items():
+        con.print(f"[yellow]{name}[/]: {escape(why)}")
     if log.ignored:
         con.print(f"ignored non-numeric fields: {escape(', '.join(sorted(log.ignored)))}")
     if res.decisions:

@@ -350,6 +350,8 @@ def _tell_feeds(run: TrackedRun, names: NameMapper, say: Any, has_control: bool)
         say(m)
     for rule, why in unfed.items():
         say(f"rule {rule} cannot decide on this log: {why}")
+    for rule, why in rs.caveats(have).items():
+        say(f"rule {rule}: {why}")
     return True
 
 

@@ -17,7 +17,10 @@ Facts followed (DESIGN.md, "The problem it exists for"):
 
 Outputs, next to this file: ``seed_compressed.{jsonl,verl.jsonl,csv}`` and
 ``seed_dense.{jsonl,verl.jsonl,csv}`` (flat JSON lines, verl's file-logger form
-``{"step": N, "data": {...}}``, and CSV ``step,name,value``)::
+``{"step": N, "data": {...}}``, and CSV ``step,name,value``), and
+``seed_{compressed,dense}.verl-defaults.jsonl``: the same runs with only the keys verl
+logs by default (:data:`VERL_DEFAULTS`: no budget, no tails, no ESS, no zero-advantage
+fraction), as a stock verl run would write them::
 
     .venv/bin/python examples/logs/make_seed_logs.py
     .venv/bin/gapwatch replay examples/logs/seed_compressed.jsonl \\
@@ -121,6 +124,32 @@ def dense_history(seed: int = 7) -> list[dict[str, float | int]]:
     return rows
 
 
+VERL_DEFAULTS = (
+    N.SCORE_MEAN,
+    N.SCORE_MAX,
+    N.SCORE_MIN,
+    N.RESPONSE_LENGTH_MEAN,
+    N.RESPONSE_LENGTH_MAX,
+    N.CLIP_RATIO,
+    N.PROBS_DIFF_MEAN,
+    N.PROBS_DIFF_MAX,
+)
+"""The seed's figures that a stock verl run logs (verl 0.9: ``compute_data_metrics``'s
+``critic/score/{mean,max,min}`` and ``response_length/{mean,max,clip_ratio}``, and
+``training/rollout_probs_diff_{mean,max}`` of ``calculate_debug_metrics`` when the rollout
+returns its log-probs). verl logs no score std and no budget."""
+
+
+def write_verl_defaults(rows: list[dict[str, float | int]], stem: Path) -> Path:
+    """``rows`` as a stock verl run's file logger writes them: :data:`VERL_DEFAULTS` only."""
+    path = stem.with_suffix(".verl-defaults.jsonl")
+    with path.open("w") as f:
+        for row in rows:
+            data = {k: row[k] for k in VERL_DEFAULTS}
+            f.write(json.dumps({"step": row["step"], "data": data}) + "\n")
+    return path
+
+
 def write_logs(rows: list[dict[str, float | int]], stem: Path) -> list[Path]:
     """Write ``rows`` in the three formats replay reads; returns the paths."""
     flat, verl, table = (
@@ -150,7 +179,7 @@ def main() -> None:
         ("seed_compressed", compressed_history()),
         ("seed_dense", dense_history()),
     ):
-        for p in write_logs(rows, HERE / stem):
+        for p in [*write_logs(rows, HERE / stem), write_verl_defaults(rows, HERE / stem)]:
             print(f"wrote {p}")
 
 

@@ -230,6 +230,12 @@ class Rule:
         setting picks other figures (e.g. a ``ratio:`` family)."""
         return self.feeds
 
+    def caveat(self, have: Iterable[str]) -> str | None:
+        """What this rule cannot tell on a log holding the metric names ``have``, though
+        it can decide there (e.g. a sign rule without a score to check learning by);
+        None: nothing (override)."""
+        return None
+
     def reads(self, row: Row) -> bool:
         """Whether ``row`` holds a figure this rule reads (any name of its ``sources()``,
         NaN and strings included). A row without one is passed over: the rule neither

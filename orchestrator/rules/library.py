@@ -262,6 +262,84 @@ class ScoreCollapse(StreakRule):
         return dict(state.crossed or {})
 
 
+SCORE_STEPS = 10
+"""The trainer steps whose median score is a :class:`Learning` reference (the run's first,
+as ``score_collapse``'s early level; those before a sign)."""
+SCORE_WINDOW = 10
+"""At most this many of the latest trainer steps since a sign began are the score held
+against the references: since the sign began, so that a score that rose with it is seen
+at once, not after a window's worth of steps."""
+
+
+@dataclass
+class Learning:
+    """Is the run's score improving while a sign lasts? A sign (a length cut at the cap,
+    collapsed, an entropy or KL gone far from its start) is a collapse only "together
+    with broken learning" (the real corpus's criterion, bench/data/real/manifest.yaml):
+    no improvement after the sign's onset, or a fall back after a rise. So the score's
+    median over the trainer steps since the sign began (the latest ``window`` of them) is
+    held against two references, each in the run's own unit (the standard deviation of
+    the step scores it is made of, so the test is the same for any reward ``a*r + b``):
+
+    - the run's early level: the median of its first ``steps`` trainer steps (a run that
+      has learned since its start is improving);
+    - its level just before the sign: the median of the ``steps`` trainer steps before
+      the sign's first crossing (a run still gaining as the sign comes is improving).
+
+    The score improves where it is above either by more than ``margin`` units. Unknown
+    (None) where neither reference exists yet (a sign from the first step, before the
+    early window has passed) or no score is logged."""
+
+    early: Baseline = field(default_factory=Baseline)
+    recent: deque[tuple[int, float]] = field(default_factory=deque)
+    """(step, score) over the latest ``steps`` trainer steps before the sign."""
+    before: tuple[float, float] | None = None
+    """(median, sd) of the scores before the sign's current crossing began."""
+    since: Rolling = field(default_factory=Rolling)
+    sign_from: int | None = None
+    """The first step of the sign's current crossing (None: not crossing)."""
+
+    def feed(
+        self, score: float | None, step: int, crossing: bool, steps: int, window: int
+    ) -> dict[str, float] | None:
+        """Fold the row at ``step`` in (``crossing``: the sign crosses there). The score's
+        figures while the sign crosses (``score_since_sign`` and the references), or None:
+        not crossing, or unknown."""
+        self.early.feed(score, step, steps)
+        if not crossing:
+            self.sign_from = None
+            if score is not None:
+                self.recent.append((step, score))
+            while self.recent and self.recent[0][0] <= step - steps:
+                self.recent.popleft()
+            return None
+        if self.sign_from is None:
+            self.sign_from, self.since = step, Rolling()
+            vals = [v for _, v in self.recent]
+            self.before = (statistics.median(vals), statistics.pstdev(vals)) if vals else None
+        latest = self.since.feed(score, step, min(step - self.sign_from + 1, window))
+        refs: dict[str, float] = {}
+        if self.early.level is not None and self.early.sd is not None:
+            refs.update(early_score=self.early.level, early_score_sd=self.early.sd)
+        if self.before is not None:
+            refs.update(score_before_sign=self.before[0], score_before_sign_sd=self.before[1])
+        if latest is None or not refs:
+            return None
+        return {"score_since_sign": latest, **refs}
+
+    @staticmethod
+    def improving(figures: dict[str, float], margin: float, *, early: bool = True) -> bool:
+        """Whether the score since the sign is above a reference by ``margin`` units
+        (``early``: the run's early level is one; else only the level before the sign)."""
+        since = figures["score_since_sign"]
+        pairs = [("score_before_sign", "score_before_sign_sd")]
+        if early:
+            pairs.append(("early_score", "early_score_sd"))
+        return any(
+            ref in figures and since - figures[ref] > margin * figures[sd] for ref, sd in pairs
+        )
+
+
 @dataclass
 class LengthState(Streak):
     """The longest mean length so far, the step it was first reached, and a pinned step."""
@@ -269,13 +347,17 @@ class LengthState(Streak):
     longest: float | None = None
     longest_at: int | None = None
     pinned: Evidence | None = None
+    learning: Learning = field(default_factory=Learning)
+    clipped: Evidence | None = None
+    """The clip test crossed at the latest step with the score not improving."""
 
 
 @register("length_runaway")
 @checked(frozen=True, kw_only=True, config=CHECKED)
 class LengthRunaway(StreakRule):
-    """Interactions cut at the budget (clip ratio >= ``clip_level``) or tokens per
-    interaction >= ``budget_frac`` of the budget, for ``k`` trainer steps in a row."""
+    """Interactions cut at the budget (clip ratio >= ``clip_level``, with the score not
+    improving) or tokens per interaction >= ``budget_frac`` of the budget, for ``k``
+    trainer steps in a row."""
 
     feeds = (
         frozenset({N.CLIP_RATIO}),
@@ -285,16 +367,25 @@ class LengthRunaway(StreakRule):
     k: Int = Field(default=2, ge=1)  # type: ignore[misc]
     """Seed (DESIGN.md): tokens per interaction reached the budget by step 5 and the score
     fell below zero at step 6; k=2 stops at step 6 at the latest. Calibration: k=2."""
-    clip_level: Float | None = Field(default=None, gt=0, le=1)
-    """Clip ratio at or above this crosses (truncated actions are unparseable). Off by
-    default: on real runs a high clip ratio for a few steps is common in healthy runs that
-    then learn to be brief, and the real corpus (bench/real_runs_bench.py, with the
-    notebooks' clip ratio read) finds no clean setting on its calibration half: at the
-    Post-Training Toolkit's 0.3 for 2 steps it stopped two healthy held-out runs (at steps 2
-    and 5) and one degenerate run before its window. A run pinned at the cap without
-    learning is ``length_at_cap``'s (a conjunction over 20 steps). On the built-in ground
-    truth 0.3 had caught 22 of 54 collapses of seeds 0-1 with no false stop; without it
-    the budget test still stops the seed's compressed run by step 6."""
+    clip_level: Float | None = Field(default=0.9, gt=0, le=1)
+    """Clip ratio at or above this crosses (truncated actions are unparseable) where the
+    score is not improving (``improving``). 0.9: nearly every interaction cut at the
+    budget, the clip ratio's reading of ``budget_frac`` for a log without the budget
+    (verl logs ``response_length/clip_ratio`` and no budget by default). With it the
+    seed's compressed run in verl's default keys is stopped at step 6 (cut at 0.97 from
+    step 5 as its score falls from 0.42 before the cut). Lower levels stop real healthy
+    runs of small batches, where one cut completion in 2 or 8 is a clip ratio of 0.5 or
+    0.125 (the real corpus, bench/real_runs_bench.py: at 0.5 the test stopped a healthy
+    run at step 8 and two stalls before their windows, score condition or not; at the
+    Post-Training Toolkit's 0.3 for 2 steps, without it, two healthy held-out runs)."""
+    improving: Float | None = Field(default=1.0, ge=0)
+    """The clip test counts only while the score is not above its level before the cut
+    began by more than this many units (:class:`Learning`: the standard deviation of the
+    step scores before it): a run that is cut a lot while it learns to be brief is
+    spared. A run cut from its first steps has no level before: the clip test leaves it
+    to ``length_at_cap`` (at the cap over its first 20 steps without learning). None:
+    the clip ratio alone crosses. The budget test is not conditioned: a mean at the
+    budget leaves nothing to learn with."""
     budget_frac: Float | None = Field(default=0.9, gt=0, le=1)
     """Mean tokens per interaction at or above this fraction of
     ``response_length/budget`` crosses (seed: the mean ran to the budget itself)."""
@@ -324,13 +415,37 @@ class LengthRunaway(StreakRule):
             ):
                 state.pinned = {"response_length": length, "longest": state.longest,
                                 "longest_at": state.longest_at, "pinned_steps": self.pinned_steps}  # fmt: skip
-        crossing = self._crossing(row) is not None or state.pinned is not None
+        state.clipped = None
+        clip = value(row, N.CLIP_RATIO)
+        cut = self.clip_level is not None and clip is not None and clip >= self.clip_level
+        score = state.learning.feed(value(row, N.SCORE_MEAN), step, cut, SCORE_STEPS, SCORE_WINDOW)
+        if cut and clip is not None and self.clip_level is not None:
+            if self.improving is None:
+                state.clipped = {"clip_ratio": clip, "clip_level": self.clip_level}
+            elif (
+                score is not None
+                and "score_before_sign" in score
+                and not Learning.improving(score, self.improving, early=False)
+            ):
+                state.clipped = {"clip_ratio": clip, "clip_level": self.clip_level, **score}
+        crossing = (
+            state.clipped is not None or self._crossing(row) is not None or state.pinned is not None
+        )
         extend(state, crossing, step)
 
+    def caveat(self, have: Iterable[str]) -> str | None:
+        got = set(have)
+        if self.clip_level is None or self.improving is None or N.SCORE_MEAN in got:
+            return None
+        if N.CLIP_RATIO not in got:
+            return None
+        return (
+            f"no score ({N.SCORE_MEAN}) logged: its clip test, which needs the score to tell a "
+            "run learning at the cap from one that is not, is off; the budget test decides"
+        )
+
     def _crossing(self, row: Row) -> Evidence | None:
-        clip = value(row, N.CLIP_RATIO)
-        if self.clip_level is not None and clip is not None and clip >= self.clip_level:
-            return {"clip_ratio": clip, "clip_level": self.clip_level}
+        """The budget test (the clip test needs the run's score: :meth:`update`)."""
         length = value(row, N.RESPONSE_LENGTH_MEAN)
         budget = value(row, N.RESPONSE_BUDGET)
         if (
@@ -343,12 +458,8 @@ class LengthRunaway(StreakRule):
             return {"response_length": length, "budget": budget, "budget_frac": self.budget_frac}
         return None
 
-    def crosses(self, row: Row, control: ControlView, step: int) -> bool:
-        return self._crossing(row) is not None
-
-    def evidence(self, state: Streak, row: Row, control: ControlView, step: int) -> Evidence:
-        pinned = getattr(state, "pinned", None)
-        return self._crossing(row) or dict(pinned or {})
+    def evidence(self, state: LengthState, row: Row, control: ControlView, step: int) -> Evidence:
+        return dict(state.clipped or self._crossing(row) or state.pinned or {})
 
 
 @dataclass
@@ -598,18 +709,32 @@ class ConstantAdvantage(StreakRule):
 
 @dataclass
 class DropState(Streak):
-    """The figure's early level and what crossed at the latest step."""
+    """The figure's early level, the score's, and what crossed at the latest step."""
 
     early: Baseline = field(default_factory=Baseline)
     rolling: Rolling = field(default_factory=Rolling)
+    learning: Learning = field(default_factory=Learning)
     crossed: Evidence | None = None
+    held: Evidence | None = None
+    """The sign crossed at the latest step, but the score was improving (no stop)."""
 
 
 class RelativeRule(StreakRule):
     """A figure (``figure``) against its own early level: below ``frac`` of it
     (``falls``) or, smoothed over ``window`` trainer steps, above ``factor`` times it
     (blow-up), for ``k`` trainer steps. Shared by the length, entropy, KL and gradient
-    rules; each declares its fields."""
+    rules; each declares its fields.
+
+    **A sign with broken learning.** Such a sign is not a collapse by itself: real healthy
+    runs shorten their answers while their reward rises (learned concision), sharpen
+    their entropy, and grow their KL and gradient norm as learning begins (issue 28: two
+    Tinker runs, a TRL and an Unsloth run were stopped so). Where the log holds a score,
+    the sign counts only at steps where the score is not improving (:class:`Learning`:
+    not above the run's early level, nor its level before the sign, by more than
+    ``improving`` units). Where no score is logged, or before either level is known (a
+    sign from the first steps), the sign alone decides, as a rule without a score to read
+    must; ``caveat`` says so in the reports. The score is read from the rows that carry
+    the rule's figure."""
 
     figure: ClassVar[str]
     falls: ClassVar[bool]
@@ -617,6 +742,7 @@ class RelativeRule(StreakRule):
     """The early window starts at the figure's first value above zero."""
     baseline_steps: int
     window: int
+    improving: float | None
 
     def start(self) -> DropState:
         return DropState()
@@ -624,17 +750,32 @@ class RelativeRule(StreakRule):
     def _line(self, early: float) -> float | None:
         raise NotImplementedError
 
+    def caveat(self, have: Iterable[str]) -> str | None:
+        if self.improving is None or N.SCORE_MEAN in set(have):
+            return None
+        return (
+            f"no score ({N.SCORE_MEAN}) logged: it judges the sign alone and cannot tell a "
+            "healthy change (e.g. shorter answers that score better) from a collapse"
+        )
+
     def update(self, state: DropState, row: Row, control: ControlView, step: int) -> None:
         v = value(row, self.figure)
         state.early.feed(v, step, self.baseline_steps, positive=self.positive_start)
         smooth = state.rolling.feed(v, step, self.window, high=self.falls)
         early = state.early.level
-        state.crossed = None
+        state.crossed = state.held = None
         if v is not None and smooth is not None and early is not None and early > 0:
             line = self._line(early)
             if line is not None and (smooth < line if self.falls else smooth >= line):
                 state.crossed = {"figure": self.figure, "value": smooth, "early": early,
                                  "line": line, "times_early": smooth / early}  # fmt: skip
+        score = state.learning.feed(
+            value(row, N.SCORE_MEAN), step, state.crossed is not None, SCORE_STEPS, SCORE_WINDOW
+        )
+        if state.crossed is not None and score is not None:
+            state.crossed.update(score)
+            if self.improving is not None and Learning.improving(score, self.improving):
+                state.crossed, state.held = None, state.crossed
         extend(state, state.crossed is not None, step)
 
     def evidence(self, state: DropState, row: Row, control: ControlView, step: int) -> Evidence:
@@ -663,6 +804,9 @@ class LengthCollapse(RelativeRule):
     """The first trainer steps whose median is the early level."""
     window: Int = Field(default=1, ge=1)
     """Trainer steps the length is smoothed over (median) before comparing."""
+    improving: Float | None = Field(default=1.0, ge=0)
+    """The sign counts only while the score is not improving by more than this many early
+    score sds (:class:`RelativeRule`); None: the sign alone stops."""
     grace: Int = Field(default=2, ge=0)
 
     def _line(self, early: float) -> float | None:
@@ -689,6 +833,9 @@ class EntropyCollapse(RelativeRule):
     """The first trainer steps whose median is the early level."""
     window: Int = Field(default=1, ge=1)
     """Trainer steps the entropy is smoothed over (median) before comparing."""
+    improving: Float | None = Field(default=1.0, ge=0)
+    """The sign counts only while the score is not improving by more than this many early
+    score sds (:class:`RelativeRule`); None: the sign alone stops."""
     grace: Int = Field(default=2, ge=0)
 
     def _line(self, early: float) -> float | None:
@@ -725,6 +872,9 @@ class KlBlowup(RelativeRule):
     window: Int = Field(default=5, ge=1)
     """The KL is the median over this many trainer steps, so a one-step spike does not
     count."""
+    improving: Float | None = Field(default=1.0, ge=0)
+    """The sign counts only while the score is not improving by more than this many early
+    score sds (:class:`RelativeRule`); None: the sign alone stops."""
     grace: Int = Field(default=2, ge=0)
 
     def _line(self, early: float) -> float | None:
@@ -765,6 +915,9 @@ class GradNormBlowup(RelativeRule):
     real log written every 20th step holds one row in a 5-step window, and a healthy
     agent run's single spikes (to 1,927 from an early 7) then stopped it; no run of the
     corpus is labelled a gradient blow-up."""
+    improving: Float | None = Field(default=1.0, ge=0)
+    """The sign counts only while the score is not improving by more than this many early
+    score sds (:class:`RelativeRule`); None: the sign alone stops."""
     grace: Int = Field(default=2, ge=0)
 
     def _line(self, early: float) -> float | None:

@@ -50,7 +50,13 @@ PRESETS: Final[dict[str, dict[str, dict[str, Any]]]] = {
         "non_finite": {"action": "warn"},
         "ess_collapse": {"floor": 0.5, "k": 1, "baseline_steps": None, "action": "warn"},
         "constant_advantage": {"frac": 0.9, "k": 2, "saturation": None, "action": "warn"},
-        "length_runaway": {"clip_level": 0.2, "budget_frac": 0.7, "k": 1, "action": "warn"},
+        "length_runaway": {
+            "clip_level": 0.2,
+            "improving": None,
+            "budget_frac": 0.7,
+            "k": 1,
+            "action": "warn",
+        },  # fmt: skip
     },
 }
 """Preset name -> rule settings.

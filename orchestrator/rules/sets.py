@@ -57,6 +57,16 @@ class RuleSet:
                 out[rule.name] = f"control log lacks {lacks}"
         return out
 
+    def caveats(self, have: Iterable[str]) -> dict[str, str]:
+        """Rule name -> what it cannot tell on a log holding ``have``, for the rules that
+        can decide there (:meth:`Rule.caveat`)."""
+        got = set(have)
+        out: dict[str, str] = {}
+        for rule in self.rules:
+            if rule.can_feed(got) and (why := rule.caveat(got)) is not None:
+                out[rule.name] = why
+        return out
+
     def select(self, only: Iterable[str]) -> RuleSet:
         """The rules named in ``only`` (registered names; unknown ones fail listing valid)."""
         wanted = list(only)

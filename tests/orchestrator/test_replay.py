@@ -50,7 +50,7 @@ def test_cli_json_on_every_format(suffix: str) -> None:
     )
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)  # exactly one JSON object on stdout
-    assert set(out) == {"stopped", "rule", "step", "decisions", "skipped_rules"}
+    assert set(out) == {"stopped", "rule", "step", "decisions", "skipped_rules", "caveats"}
     # the seed's reconstruction logs no actor figures (entropy, KL, gradient norm)
     actor = ["entropy_collapse", "grad_norm_blowup", "kl_blowup"]
     assert out["stopped"] is True and out["skipped_rules"] == actor
@@ -66,7 +66,7 @@ def test_cli_json_on_every_format(suffix: str) -> None:
 def test_cli_text_verdicts(capsys: Any) -> None:
     r = cli(str(LOGS / "seed_compressed.jsonl"), "--control", str(LOGS / "seed_dense.csv"))
     assert r.returncode == 0, r.stderr
-    assert "verdict: would stop at step 6 by length_runaway: response_length=512" in r.stdout
+    assert "verdict: would stop at step 6 by length_runaway: clip_ratio=0.97" in r.stdout
     assert "score_collapse" in r.stdout and "gap_vs_control" in r.stdout
     # the same command in-process, for the no-stop verdict
     dense = LOGS / "seed_dense.verl.jsonl"
@@ -311,3 +311,21 @@ def test_a_float_step_stays_the_rows_integer_step(tmp_path: Path) -> None:
     rows = read_log(log).rows
     assert [r["step"] for r in rows] == [0, 2, 3]
     assert all(type(r["step"]) is int for r in rows)
+
+
+def test_the_seed_in_verls_default_keys_is_stopped_by_step_6_with_or_without_control() -> None:
+    # issue 28: only what a stock verl run logs (no budget, tails, ESS or zero-adv fraction)
+    comp, dense = LOGS / "seed_compressed.verl-defaults.jsonl", LOGS / "seed_dense.jsonl"
+    for args in (["--control", str(LOGS / "seed_dense.verl-defaults.jsonl")], []):
+        r = cli(str(comp), *args, "--json")
+        assert r.returncode == 0, r.stderr
+        out = json.loads(r.stdout)
+        assert (out["rule"], out["step"]) == ("length_runaway", 6), out
+        stop = next(d for d in out["decisions"] if d["action"] == "stop")
+        ev = stop["evidence"]  # cut at the budget while the score fell from before the cut
+        assert ev["clip_ratio"] >= 0.9 and ev["score_since_sign"] < ev["score_before_sign"]
+    for log in (dense, LOGS / "seed_dense.verl-defaults.jsonl"):
+        out = json.loads(cli(str(log), "--json").stdout)
+        assert out["stopped"] is False and not [
+            d for d in out["decisions"] if d["action"] == "stop"
+        ]

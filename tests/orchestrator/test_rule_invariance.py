@@ -17,7 +17,9 @@ a log has seen the run's early window before it changes), each with a paired con
   two rows, each is known to one interval, and the two add up (found by this test:
   ``score_collapse``, ``grad_norm_blowup`` and ``post_tool_tail_growth`` moved by ``m``
   or a step more in about 5% of the runs that stop; the others always by less than
-  ``m``).
+  ``m``). The sign rules (length, entropy, KL, gradient) read the score's median since
+  their sign began (a sign counts only while the score is not improving), a second
+  window, and are held to ``2m`` too.
 
 Levels are drawn so that no test sits exactly on a threshold in real arithmetic (score
 levels carry a multiple of sqrt(2)/1000, spreads of sqrt(3)/1000): a tie there would make
@@ -147,7 +149,7 @@ def every(rows: list[Row], m: int) -> list[Row]:
 
 SMOOTHED = frozenset(
     {"defaults", "score_collapse", "grad_norm_blowup", "kl_blowup", "post_tool_tail_growth",
-     "mismatch_growth"}
+     "mismatch_growth", "length_collapse", "entropy_collapse"}
 )  # fmt: skip
 """Rule sets whose stop may move by up to two logging intervals (module docstring)."""
 TESTED = {"grad_norm_blowup": {"window": 10, "baseline_steps": 10}}

@@ -176,11 +176,13 @@ def test_score_collapse_below_control_by_margin() -> None:
 
 
 def test_length_runaway_by_clip_ratio_or_by_budget() -> None:
-    hist = set_(healthy(random.Random(3)), 10, {N.CLIP_RATIO: 0.8})
-    # the clip-ratio test is off by default (real healthy runs clip for a few steps)
-    assert never(rules.get("length_runaway", budget_frac=None), hist)
-    d = first(rules.get("length_runaway", clip_level=0.3), hist)
-    assert (d.step, d.evidence["clip_ratio"]) == (11, 0.8)
+    hist = set_(healthy(random.Random(3)), 10, {N.CLIP_RATIO: 0.95})
+    # nearly every answer cut from step 10 while the score stays level (no learning): stopped
+    d = first(rules.get("length_runaway", budget_frac=None), hist)
+    assert (d.step, d.evidence["clip_ratio"]) == (11, 0.95) and "score_before_sign" in d.evidence
+    d = first(rules.get("length_runaway", clip_level=0.3, improving=None), hist)
+    assert (d.step, d.evidence["clip_ratio"]) == (11, 0.95)
+    assert never(rules.get("length_runaway", budget_frac=None, clip_level=None), hist)
     no_clip = [{k: v for k, v in r.items() if k != N.CLIP_RATIO} for r in healthy(random.Random(3))]
     long = set_(no_clip, 20, {N.RESPONSE_LENGTH_MEAN: 500.0})
     d = first(rules.get("length_runaway"), long)
@@ -547,6 +549,8 @@ def test_seed_reconstruction_stops_compressed_in_time_and_spares_dense() -> None
     assert run_all(rs, dense, None) == []  # the control: nothing, not even a warning
     # score_collapse alone: 0.5 below the control at step 6 is 1.19 of the control's batch
     # std (0.42), under the 1.2 margin; its own early window (10 steps) holds the fall
-    # itself. The length at the budget from step 5 stops the run at step 6 (length_runaway;
-    # its clip-ratio test, which stopped it at step 5, is off by default since issue 18).
+    # itself. length_runaway stops it at step 6: the length at the budget from step 5, and
+    # its clip test (cut at 0.97 from step 5 while the score fell from 0.36 before the cut)
+    # with it; the clip test alone stops verl's default keys there too (test_replay.py).
     assert stops[0].rule == "length_runaway" and stops[0].step == 6
+    assert stops[0].evidence["clip_ratio"] == 0.97  # the clip test's evidence first

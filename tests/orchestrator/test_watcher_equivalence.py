@@ -62,10 +62,17 @@ SETTINGS: list[dict[str, Any]] = [
 
 
 def stopping(settings_: dict[str, Any]) -> dict[str, Any]:
-    """``settings_`` with ``post_tool_tail_growth`` stopping, as when the oracle was frozen
-    (it warns by default now; the oracle knows no ``action``)."""
+    """``settings_`` with ``post_tool_tail_growth`` stopping and ``length_runaway``'s clip
+    test on the clip ratio alone, as when the oracle was frozen (the tail rule warns by
+    default now, and the clip test waits for the score since issue 28; the oracle knows
+    neither ``action`` nor ``improving``)."""
     tail = settings_.get("post_tool_tail_growth") or {}
-    return {**settings_, "post_tool_tail_growth": {**tail, "action": "stop"}}
+    length = settings_.get("length_runaway") or {}
+    return {
+        **settings_,
+        "post_tool_tail_growth": {**tail, "action": "stop"},
+        "length_runaway": {**length, "improving": None},
+    }
 
 
 def oracle_settings(settings_: dict[str, Any]) -> dict[str, Any]:
