@@ -98,6 +98,10 @@ class Run:
     signal: str
     fmt: str
     interval: int
+    reader: str = ""
+    """The reader gapwatch chose (``LogReport.format``)."""
+    trainer: str = ""
+    """The trainer that wrote it (the manifest's), and whose names were read."""
 
     @property
     def key(self) -> str:  # what detection_bench's rlwatch runner keys stops by
@@ -115,7 +119,8 @@ def load(corpus: Path) -> tuple[list[Run], list[str]]:
             continue
         try:
             mapper = NameMapper()
-            rows = [mapper(r) for r in open_log(path)]
+            stream = open_log(path)
+            rows = [mapper(r) for r in stream]
         except Exception as exc:  # noqa: BLE001 - reported, the others still run
             problems.append(f"{entry['id']}: not read ({str(exc)[:120]})")
             continue
@@ -129,7 +134,9 @@ def load(corpus: Path) -> tuple[list[Run], list[str]]:
         elif entry["label"] == "dead":
             window = (first, first + DEAD_WINDOW - 1)
         runs.append(Run(entry["id"], entry["label"], rows, window, str(entry.get("signal") or ""),
-                        str(entry.get("format", "")), int(entry.get("logging_interval") or 1)))  # fmt: skip
+                        str(entry.get("format", "")), int(entry.get("logging_interval") or 1),
+                        reader=stream.report.format,
+                        trainer=f"{entry.get('trainer', '?')} ({mapper.source} names)"))  # fmt: skip
     return runs, problems
 
 
@@ -231,6 +238,21 @@ def row(s: Score, name: str | None = None) -> str:
         f"| {name or s.policy} | {s.false_stops} of {s.healthy} | {s.caught} of {s.bad}{pct} "
         f"| {s.premature} | {s.late} | {s.missed} |"
     )
+
+
+def by_kind(runs: list[Run], stops: Stops, why: dict[str, str]) -> list[str]:
+    """gapwatch's defaults by kind of run: the reader, the trainer (and whose names were
+    read), and the rule that stopped it ("-": none); each kind's runs scored alike."""
+    out = ["| kind | value | runs | healthy stopped | dead/degenerate caught | premature | late "
+           "| missed |", "|---|---|---|---|---|---|---|---|"]  # fmt: skip
+    for kind, of in (("reader", lambda r: r.reader), ("trainer", lambda r: r.trainer),
+                     ("rule", lambda r: why.get(r.id, "-"))):  # fmt: skip
+        for value in sorted({of(r) for r in runs}):
+            group = [r for r in runs if of(r) == value]
+            sc = score(value, stops, group)
+            out.append(f"| {kind} | {value} | {len(group)} | {sc.false_stops} of {sc.healthy} "
+                       f"| {sc.caught} of {sc.bad} | {sc.premature} | {sc.late} | {sc.missed} |")  # fmt: skip
+    return out
 
 
 def calibrate(cal: list[Run]) -> tuple[dict[str, Any], list[str]]:
@@ -373,6 +395,14 @@ def main() -> int:
         "Target on the held-out part (gapwatch's defaults): 0 healthy runs stopped, >= 85% "
         f"of dead/degenerate runs caught in their window, none premature: "
         f"{'met' if target else 'NOT met'}.",
+        "",
+        "### By kind: reader, trainer, rule (gapwatch's defaults, held out)",
+        "",
+        *by_kind(held, defaults, why),
+        "",
+        "### By kind, the whole corpus",
+        "",
+        *by_kind(runs, defaults, why),
         "",
         "### Thresholds chosen on the calibration part (each rule alone)",
         "",
