@@ -148,6 +148,11 @@ class SweepConfig(Strict):
     """Store URL; ``--db`` wins, else this, else ``$GAPWATCH_DB_URL``, else SQLite."""
     ray_address: str | None = None
     """Ray cluster to join (``auto`` or host:port); ``--address`` wins; None: local Ray."""
+    storage_path: str | None = None
+    """Where Ray Tune keeps the trials' checkpoints and state (None: ``.gapwatch/ray_results``
+    under the working directory). On a cluster of several machines it must be a folder
+    every node reaches (an NFS mount, the same path on each), or a URI Tune writes to
+    (``s3://...``, ``gs://...``): a sweep checks at its start that every node sees it."""
     resources: Resources = Field(default_factory=Resources)
     checkpoint_every: Int | None = Field(default=5, ge=1)
     """Built-in trials save a checkpoint every this many steps (None: never), so

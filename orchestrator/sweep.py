@@ -41,6 +41,7 @@ from orchestrator.monitor import VOID_RULE, Monitor, void_reason
 from orchestrator.placement import with_placement
 from orchestrator.preflight import preflight
 from orchestrator.progress import ProgressTable, TrialLine, render_table
+from orchestrator.reach import is_uri, unreached
 from orchestrator.recorder import FINISHED, Recorder
 from orchestrator.trainable import trainable
 
@@ -180,7 +181,7 @@ def _tuner(
     todo: list[dict[str, Any]],
     monitor: Monitor,
     callbacks: list[Any],
-    storage: Path,
+    storage: str | Path,
     train_fn: Callable[[dict[str, Any]], None],
 ) -> Any:
     from ray import tune
@@ -196,7 +197,7 @@ def _tuner(
         tune_config=tune.TuneConfig(num_samples=1, reuse_actors=True),
         run_config=tune.RunConfig(
             name=f"{sweep.config.name}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}",
-            storage_path=str(storage.resolve()),
+            storage_path=str(storage) if is_uri(storage) else str(Path(storage).resolve()),
             stop=monitor,
             callbacks=callbacks,
             verbose=0,
@@ -232,7 +233,7 @@ def execute_sweep(
     db_url: str | None,
     address: str | None,
     resume: bool,
-    storage: Path = RAY_RESULTS,
+    storage: str | Path | None = None,
     live: bool = True,
     train_fn: Callable[[dict[str, Any]], None] | None = None,
     check_first: bool = False,
@@ -242,6 +243,9 @@ def execute_sweep(
     ``train_fn`` is the Tune trainable: by default the built-in worker's, or the command
     trainable where the sweep names a ``worker: {command: ...}`` (tests wrap them).
     ``check_first``: run the preflight (``orchestrator.preflight``) before launching.
+    ``storage``: Tune's storage (None: the config's ``storage_path``, else
+    ``RAY_RESULTS``); on a cluster of several nodes every node must reach it
+    (``orchestrator.reach``), or the sweep stops at its start, before it is recorded.
     """
     if train_fn is None:
         train_fn = trainable if sweep.config.worker is None else command_trainable
@@ -270,12 +274,20 @@ def execute_sweep(
         preflight([s.run for s in todo], lambda line: console().print(line, markup=False))
     # Ray first: a cluster that cannot be joined leaves no sweep row behind
     started = init_ray(address or cfg.ray_address) if todo else False
+    where = storage if storage is not None else cfg.storage_path or RAY_RESULTS
     try:
+        if todo and not is_uri(where) and (missing := unreached(Path(where).resolve())):
+            raise GapwatchError(
+                f"Tune's storage {Path(where).resolve()} is not reachable from node(s) "
+                f"{', '.join(missing)}: a trial moved off a lost node is restored from "
+                "there; set storage_path (--set storage_path=DIR) to a folder every node "
+                "mounts at the same path (NFS), or to a URI such as s3://bucket/path"
+            )
         sweep_id = st.ensure_sweep(cfg.name, sweep.text)
         status = "completed"
         if todo:
             restores = _restores(sweep, stored) if resume else {}
-            status = _run(sweep, todo, restores, st, url, sweep_id, storage, live, train_fn)
+            status = _run(sweep, todo, restores, st, url, sweep_id, where, live, train_fn)
         st.set_sweep_status(sweep_id, status)
     finally:
         if started:
@@ -314,7 +326,7 @@ def _run(
     st: Any,
     url: str | None,
     sweep_id: int,
-    storage: Path,
+    storage: str | Path,
     live: bool,
     train_fn: Callable[[dict[str, Any]], None],
 ) -> str:

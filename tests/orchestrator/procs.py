@@ -56,12 +56,14 @@ def start_node(
     cpus: int = 2,
     gpus: int = 2,
     env: dict[str, str] | None = None,
+    wrap: list[str] | None = None,
 ) -> subprocess.Popen[bytes]:
     """``ray start ARGS --block`` on loopback with ``cpus`` CPUs and ``gpus`` logical GPUs,
-    in its own process group, token auth on, its output in ``log``."""
+    in its own process group, token auth on, its output in ``log``; ``wrap``: a command
+    that execs the rest (e.g. into a mount namespace of its own)."""
     with log.open("w") as out:
         return subprocess.Popen(
-            [str(BIN / "ray"), "start", *args, "--node-ip-address", "127.0.0.1",
+            [*(wrap or []), str(BIN / "ray"), "start", *args, "--node-ip-address", "127.0.0.1",
              "--temp-dir", temp, "--num-cpus", str(cpus), "--num-gpus", str(gpus),
              "--object-store-memory", str(80 * 2**20), "--disable-usage-stats",
              "--dashboard-agent-listen-port", str(free_port()), "--block"],
@@ -154,10 +156,13 @@ class Cluster:
 
 
 @contextlib.contextmanager
-def two_nodes(logs: Path, *, fast_death: bool = True) -> Iterator[Cluster]:
+def two_nodes(
+    logs: Path, *, fast_death: bool = True, second_wrap: list[str] | None = None
+) -> Iterator[Cluster]:
     """A head and a second node on loopback, two CPUs each (the head told to notice a
-    dead node fast, ``FAST_NODE_DEATH``, unless ``fast_death`` is False); ended however
-    the test went, and checked to leave no process behind."""
+    dead node fast, ``FAST_NODE_DEATH``, unless ``fast_death`` is False; the second node
+    started through ``second_wrap``); ended however the test went, and checked to leave
+    no process behind."""
     temps = [tempfile.mkdtemp(prefix="gwh", dir="/tmp"), tempfile.mkdtemp(prefix="gww", dir="/tmp")]
     port = free_port()
     nodes: list[subprocess.Popen[bytes]] = []
@@ -171,7 +176,7 @@ def two_nodes(logs: Path, *, fast_death: bool = True) -> Iterator[Cluster]:
         )
         wait_started(nodes[0], logs / "head.log", "ray start --head")
         second = ["--address", f"127.0.0.1:{port}"]
-        nodes.append(start_node(second, temps[1], logs / "second.log", gpus=0))
+        nodes.append(start_node(second, temps[1], logs / "second.log", gpus=0, wrap=second_wrap))
         wait_started(nodes[1], logs / "second.log", "ray start --address (second node)")
         yield Cluster(f"127.0.0.1:{port}", temps, nodes, logs)
     finally:
