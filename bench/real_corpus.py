@@ -4,6 +4,7 @@
     .venv/bin/python bench/real_corpus.py --list     # the runs, their labels and onset windows
     .venv/bin/python bench/real_corpus.py --check    # verify the files present (no network)
     .venv/bin/python bench/real_corpus.py --only ID [--only ID ...]
+    .venv/bin/python bench/real_corpus.py --from-git DIR [--from-git DIR ...]   # no network
 
 ``bench/data/real/manifest.yaml`` records, for every run, the public GitHub repository,
 the commit, the path(s) in that repository, the licence, the sha256 of each file as its
@@ -16,12 +17,20 @@ from ``https://raw.githubusercontent.com/<owner>/<repo>/<commit>/<path>`` into
 ``bench/data/real/files/<id>/<file name>``, byte for byte, skips a file already present
 with the recorded sha256, and refuses (exit 1) a download whose sha256 differs. It needs
 network access to raw.githubusercontent.com; nothing else does.
+
+``--from-git DIR`` takes each file from a local clone instead (``git show
+<commit>:<path>``), with the same sha256 check, and downloads nothing. DIR is either a
+clone (working tree or bare) of a corpus repository, used for the runs whose commit it
+holds, or a folder of clones named ``owner+name`` (or ``owner__name``), each being the
+clone itself or holding it one level down; repeat the option for several. A run found in
+none of them is reported and counted as a failure.
 """
 
 from __future__ import annotations
 
 import argparse
 import hashlib
+import subprocess
 import sys
 import time
 import urllib.parse
@@ -77,8 +86,68 @@ def fetch(url: str, attempts: int = 3, timeout: float = 60.0) -> bytes:
     raise RuntimeError(f"{url}: {last}")
 
 
-def rebuild(runs: list[dict], root: Path = FILES) -> int:
-    """Download every missing file; return the number of failures."""
+def is_git_dir(path: Path) -> bool:
+    """Whether ``path`` is the top of a clone (working tree or bare)."""
+    if not path.is_dir():
+        return False
+    if (path / ".git").exists():
+        return True
+    return (path / "HEAD").is_file() and (path / "objects").is_dir()
+
+
+def clones_in(dirs: list[Path]) -> tuple[dict[str, Path], list[Path]]:
+    """The clones under ``dirs``: those named ``owner+name`` (or ``owner__name``) by their
+    project, lowercased, and the DIRs that are clones themselves (tried for any run)."""
+    named: dict[str, Path] = {}
+    loose: list[Path] = []
+    for top in dirs:
+        if is_git_dir(top):
+            loose.append(top)
+            continue
+        if not top.is_dir():
+            sys.exit(f"real_corpus: --from-git {top}: not a folder")
+        for sub in sorted(top.iterdir()):
+            sep = "+" if "+" in sub.name else "__" if "__" in sub.name else None
+            if sep is None or not sub.is_dir():
+                continue
+            project = sub.name.replace(sep, "/", 1).lower()
+            inner = (
+                [sub] if is_git_dir(sub) else [c for c in sorted(sub.iterdir()) if is_git_dir(c)]
+            )
+            if inner:
+                named.setdefault(project, inner[0])
+    return named, loose
+
+
+def git_show(repo: Path, commit: str, path: str) -> bytes | None:
+    """The file at ``commit:path`` in the clone ``repo``, or None where it is not there."""
+    proc = subprocess.run(
+        ["git", "-C", str(repo), "show", f"{commit}:{path}"], capture_output=True, check=False
+    )
+    return proc.stdout if proc.returncode == 0 else None
+
+
+def from_git(run: dict, entry: dict, clones: tuple[dict[str, Path], list[Path]]) -> bytes:
+    named, loose = clones
+    repos = ([named[run["project"].lower()]] if run["project"].lower() in named else []) + loose
+    for repo in repos:
+        data = git_show(repo, run["commit"], entry["path"])
+        if data is not None:
+            return data
+    if not repos:
+        raise RuntimeError(f"no local clone of {run['project']}")
+    raise RuntimeError(
+        f"{run['commit'][:12]}:{entry['path']} is in no local clone of {run['project']}"
+    )
+
+
+def rebuild(
+    runs: list[dict],
+    root: Path = FILES,
+    clones: tuple[dict[str, Path], list[Path]] | None = None,
+) -> int:
+    """Fetch every missing file (from the local ``clones`` where given, else by download);
+    return the number of failures."""
     failures = 0
     for run in runs:
         for entry in run["files"]:
@@ -86,9 +155,12 @@ def rebuild(runs: list[dict], root: Path = FILES) -> int:
             if dest.exists() and sha256_of(dest) == entry["sha256"]:
                 print(f"ok       {entry['local']}")
                 continue
-            url = raw_url(run, entry)
             try:
-                data = fetch(url)
+                data = (
+                    from_git(run, entry, clones)
+                    if clones is not None
+                    else fetch(raw_url(run, entry))
+                )
             except RuntimeError as exc:
                 print(f"FAILED   {entry['local']}: {exc}")
                 failures += 1
@@ -182,6 +254,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--only", action="append", default=[], metavar="ID", help="limit to these run ids"
     )
+    ap.add_argument(
+        "--from-git",
+        action="append",
+        default=[],
+        type=Path,
+        metavar="DIR",
+        help="take the files from local clones (a clone, or a folder of clones named "
+        "owner+name) instead of downloading; repeatable",
+    )
     ap.add_argument("--manifest", type=Path, default=MANIFEST)
     ap.add_argument(
         "--dest", type=Path, default=FILES, help="where the files go (default: %(default)s)"
@@ -200,7 +281,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.check:
         return 1 if check(runs, args.dest) else 0
-    return 1 if rebuild(runs, args.dest) else 0
+    clones = clones_in(args.from_git) if args.from_git else None
+    return 1 if rebuild(runs, args.dest, clones) else 0
 
 
 if __name__ == "__main__":

@@ -122,7 +122,8 @@ def load(corpus: Path) -> tuple[list[Run], list[str]]:
             stream = open_log(path)
             rows = [mapper(r) for r in stream]
         except Exception as exc:  # noqa: BLE001 - reported, the others still run
-            problems.append(f"{entry['id']}: not read ({str(exc)[:120]})")
+            said = str(exc).replace(str(path), str(db.rel(path)))
+            problems.append(f"{entry['id']}: not read ({said[:160]})")
             continue
         if not rows:
             problems.append(f"{entry['id']}: no rows read")

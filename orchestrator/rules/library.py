@@ -348,6 +348,7 @@ class LengthState(Streak):
     longest_at: int | None = None
     pinned: Evidence | None = None
     learning: Learning = field(default_factory=Learning)
+    early_clip: Baseline = field(default_factory=Baseline)
     clipped: Evidence | None = None
     """The clip test crossed at the latest step with the score not improving."""
 
@@ -389,6 +390,12 @@ class LengthRunaway(StreakRule):
     budget_frac: Float | None = Field(default=0.9, gt=0, le=1)
     """Mean tokens per interaction at or above this fraction of
     ``response_length/budget`` crosses (seed: the mean ran to the budget itself)."""
+    start_below: Float = Field(default=0.5, gt=0, le=1)
+    """The clip test is for a run that runs to the cap: it applies only where the clip
+    ratio's median over the first 3 trainer steps was below this (``length_at_cap``'s
+    cap level). A run cut from its start is ``length_at_cap``'s (a healthy real run, cut
+    at 0.875-1.0 from step 1 while it learned, flickered around 0.9 and was stopped at
+    step 15 without this)."""
     pinned_steps: Int | None = Field(default=None, ge=1)
     """Where a log has neither a clip ratio nor the budget (TRL before 0.16, Unsloth's
     notebooks): the mean length within 1% of the longest mean the run has logged, a
@@ -417,7 +424,10 @@ class LengthRunaway(StreakRule):
                                 "longest_at": state.longest_at, "pinned_steps": self.pinned_steps}  # fmt: skip
         state.clipped = None
         clip = value(row, N.CLIP_RATIO)
+        state.early_clip.feed(clip, step, 3)
+        below = state.early_clip.level is not None and state.early_clip.level < self.start_below
         cut = self.clip_level is not None and clip is not None and clip >= self.clip_level
+        cut = cut and (below or self.improving is None)
         score = state.learning.feed(value(row, N.SCORE_MEAN), step, cut, SCORE_STEPS, SCORE_WINDOW)
         if cut and clip is not None and self.clip_level is not None:
             if self.improving is None:

@@ -117,6 +117,13 @@ def test_the_clip_test_needs_the_score_before_the_cut_and_is_off_without_a_score
     capped = [{**r, N.CLIP_RATIO: 0.95} for r in healthy(random.Random(3))]
     assert _stop(rule, capped) is None
     assert _stop(rules.get("length_at_cap"), capped) is not None
+    # cut from the start, flickering about the level (a real healthy run: 0.875 / 1.0):
+    # the sign restarts, but the run did not run to the cap, it started there
+    flicker = [{**r, N.CLIP_RATIO: 1.0 if r["step"] % 3 else 0.875} for r in capped]
+    assert _stop(rule, flicker) is None
+    # the same flicker after three uncut steps: a run that ran to the cap, not learning
+    ran = [{**r, N.CLIP_RATIO: 0.01} if r["step"] <= 3 else r for r in flicker]
+    assert _stop(rule, ran) is not None
     # no score logged: the clip test is off, and the reports say so
     no_score = [{k: v for k, v in r.items() if k != N.SCORE_MEAN} for r in cut]
     assert _stop(rule, no_score) is None
