@@ -28,6 +28,8 @@ from orchestrator.replay import replay_cli
 
 pytest.importorskip("wandb")
 
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "logs"
+"""Where make_trl_logs.py (its tiny_model) is."""
 BIG = 70_000
 """Characters of a text figure that makes one history record span three 32 KiB blocks."""
 
@@ -51,24 +53,13 @@ run.finish()
 
 TRL_RUN = r"""
 import json, pathlib, random, sys
-import torch
+sys.path.insert(0, sys.argv[2])
+from make_trl_logs import tiny_model  # the TRL fixtures' 2-layer Llama and tokenizer
 from datasets import Dataset
-from tokenizers import Tokenizer, models, pre_tokenizers
-from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 from trl import GRPOConfig, GRPOTrainer
 
 out = pathlib.Path(sys.argv[1])
-torch.manual_seed(0)
-chars = list("0123456789+*=abcdefghijklmnopqrstuvwxyz ")
-vocab = {"<pad>": 0, "<eos>": 1, **{c: i + 2 for i, c in enumerate(chars)}}
-tk = Tokenizer(models.WordLevel(vocab, unk_token="<pad>"))
-tk.pre_tokenizer = pre_tokenizers.Split("", "isolated")
-tok = PreTrainedTokenizerFast(tokenizer_object=tk, pad_token="<pad>", eos_token="<eos>")
-cfg = LlamaConfig(
-    vocab_size=len(vocab), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-    num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=64,
-    pad_token_id=0, eos_token_id=1, bos_token_id=1,
-)
+model, tok = tiny_model()
 rng = random.Random(0)
 rows = [{"prompt": f"{rng.randint(1, 9)}*{rng.randint(1, 9)}="} for _ in range(32)]
 
@@ -82,7 +73,7 @@ args = GRPOConfig(
     run_name="grpo-wandb", dataloader_num_workers=0, disable_tqdm=True,
 )
 trainer = GRPOTrainer(
-    model=LlamaForCausalLM(cfg), reward_funcs=digits, args=args, processing_class=tok,
+    model=model, reward_funcs=digits, args=args, processing_class=tok,
     train_dataset=Dataset.from_list(rows),
 )
 trainer.train()
@@ -269,7 +260,8 @@ def test_the_runs_step_metric_is_the_step_when_it_names_a_step(tmp_path: Path) -
 def test_a_real_trl_grpo_run_reports_to_wandb_and_reads_back(tmp_path: Path) -> None:
     pytest.importorskip("trl")
     res = subprocess.run(
-        [sys.executable, "-c", TRL_RUN, str(tmp_path)], env=_env(tmp_path), cwd=tmp_path,
+        [sys.executable, "-c", TRL_RUN, str(tmp_path), str(FIXTURES)],
+        env=_env(tmp_path), cwd=tmp_path,
         capture_output=True, text=True, timeout=600, check=False,
     )  # fmt: skip
     assert res.returncode == 0, res.stderr[-3000:]
