@@ -14,6 +14,19 @@ Ray Tune starts the trial again on a node that is still there, up to the sweep c
 So the store ends with each step once whatever the number of attempts (writes are keyed
 by run and step besides). Each start is counted in the run's ``attempts``.
 
+A node drained with notice (``ray drain-node --reason DRAIN_NODE_REASON_PREEMPTION
+--deadline-remaining-seconds N``, or an autoscaler's preemption) is only marked: Ray
+schedules nothing new there but ends nothing at the deadline (its ``drain-node`` says the
+caller must), so its trials run on until the machine goes and are then lost like any
+other. Ray flags such a loss as preempted (``RayActorError.preempted``, from the dead
+node's ``AUTOSCALER_DRAIN_PREEMPTED``), and Tune does not count a preempted loss against
+``max_failures`` unless ``RAY_TRAIN_COUNT_PREEMPTION_AS_FAILURE`` is 1: a trial on
+preemptible machines would be retried past ``max_failures`` (with ``max_failures: 0`` it
+would be retried anyway, and without end). :class:`Retries` sets that variable on the
+driver when the sweep starts, so a preemption is one attempt and one failure like any
+loss, and its retry line says the node was preempted and why (the drain's reason, from
+the dead node's record in Ray).
+
 An error the trial raises itself is not retried, since it would recur (Tune retries
 every failure alike): :func:`marking_errors` wraps the trainable so that such an error is
 first reported in a result under ``ERROR_KEY``, and :class:`Retries` (a Tune callback on
@@ -26,9 +39,12 @@ Not here: the retry itself (Ray Tune's ``FailureConfig``, set in ``orchestrator.
 from __future__ import annotations
 
 import functools
+import os
 from collections.abc import Callable
 from typing import Any
 
+from ray.core.generated.common_pb2 import NodeDeathInfo  # type: ignore[attr-defined]
+from ray.train.constants import RAY_TRAIN_COUNT_PREEMPTION_AS_FAILURE
 from ray.tune import Callback
 
 from orchestrator.console import console
@@ -37,6 +53,11 @@ from orchestrator.trainable import STEP_KEY, TRIAL_KEY
 
 ERROR_KEY = "gw_error"
 """Result key: the trial's own code raised (the error's type); do not retry it."""
+LOST = "its process was lost"
+"""How a retry line says a trial went, unless its node was preempted."""
+PREEMPTED = NodeDeathInfo.AUTOSCALER_DRAIN_PREEMPTED
+"""How Ray records a node that ended while drained for preemption (``ray.nodes()``'s
+``DeathReason``; the same test makes ``RayActorError.preempted``)."""
 
 
 def marking_errors(train_fn: Callable[[dict[str, Any]], None]) -> Callable[[dict[str, Any]], None]:
@@ -67,13 +88,30 @@ def resumes_after(trial: Any) -> int | None:
 
 
 class Retries(Callback):
-    """Keeps Tune from retrying a trial's own errors, says when a trial starts again, and
+    """Keeps Tune from retrying a trial's own errors, has it count a preempted node's loss
+    as a failure, says when a trial starts again (or is out of retries) and why, and
     checks that a built-in trial's attempt goes on where it should (the step after its
     checkpoint, or step 1): one that does not is said, as its steps between are missing."""
 
     def __init__(self) -> None:
         self._first: dict[str, int] = {}
         """Built-in trial key -> the step its running attempt should report first."""
+        self._node: dict[str, str] = {}
+        """Trial key -> the Ray node id its latest attempt reported it runs on."""
+        self._own_error: set[str] = set()
+        """Trial keys whose own code raised: not a loss, nothing to say here."""
+
+    def setup(
+        self,
+        stop: Any = None,
+        num_samples: int | None = None,
+        total_num_samples: int | None = None,
+        **info: Any,
+    ) -> None:
+        # Ray's switch for counting a preempted loss against max_failures, read by Tune on
+        # this driver at each failure (Trial._handle_ray_actor_error); Tune's Callback.setup
+        # is where it asks for such variables to be set. It stays set in this process.
+        os.environ[RAY_TRAIN_COUNT_PREEMPTION_AS_FAILURE] = "1"
 
     def on_trial_start(self, iteration: int, trials: list[Any], trial: Any, **info: Any) -> None:
         spec = trial.config["spec"]
@@ -84,10 +122,14 @@ class Retries(Callback):
     def on_trial_result(
         self, iteration: int, trials: list[Any], trial: Any, result: dict[str, Any], **info: Any
     ) -> None:
+        key = str(result.get(TRIAL_KEY))
         if ERROR_KEY in result:
             # Trial.should_recover() compares its failures with this, once the error lands
             trial.max_failures = 0
-        key = str(result.get(TRIAL_KEY))
+            self._own_error.add(key)
+        where = placement_of(result)
+        if where is not None:
+            self._node[key] = str(where["node_id"])
         if STEP_KEY in result and key in self._first:
             want, got = self._first.pop(key), int(result[STEP_KEY])
             if got != want:
@@ -98,15 +140,43 @@ class Retries(Callback):
                 )
 
     def on_trial_recover(self, iteration: int, trials: list[Any], trial: Any, **info: Any) -> None:
-        key = trial.config["spec"]["trial_key"]
+        key = str(trial.config["spec"]["trial_key"])
         failures = int(trial.run_metadata.num_failures)
         after = resumes_after(trial)
         where = "step 1" if after is None else f"its checkpoint after step {after}"
         console().print(
-            f"retry {key}: its process was lost; starting it again from {where} on a node "
-            f"still up (retry {failures} of at most {trial.max_failures})",
+            f"retry {key}: {self._node_end(key) or LOST}; starting it again from {where} on "
+            f"a node still up (retry {failures} of at most {trial.max_failures})",
             markup=False,
         )
+
+    def on_trial_error(self, iteration: int, trials: list[Any], trial: Any, **info: Any) -> None:
+        key = str(trial.config["spec"]["trial_key"])
+        how = None if key in self._own_error else self._node_end(key)
+        if how is None:  # its own error (the summary's line for it), or not told by its node
+            return
+        console().print(
+            f"{key} failed: {how}, and max_failures ({trial.max_failures}) allows no more "
+            "retries: raise max_failures in the sweep config to have Tune start it again",
+            markup=False,
+        )
+
+    def _node_end(self, key: str) -> str | None:
+        """How trial ``key``'s node ended, as Ray recorded it: preempted (and the drain's
+        reason), else ``LOST``; None while it is up, unknown, or Ray does not answer."""
+        node = self._node.get(key)
+        try:
+            import ray
+
+            dead = [n for n in ray.nodes() if n.get("NodeID") == node and not n.get("Alive")]
+        except Exception:  # noqa: BLE001 - only the wording depends on it
+            return None
+        if not dead:
+            return None
+        if dead[0].get("DeathReason") != PREEMPTED:
+            return LOST
+        why = str(dead[0].get("DeathReasonMessage") or "").strip()
+        return f"its node was preempted ({why})" if why else "its node was preempted"
 
 
 def new_attempt(result: dict[str, Any]) -> str | None:

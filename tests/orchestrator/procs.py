@@ -19,6 +19,9 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+import yaml
 
 BIN = Path(sys.executable).parent
 
@@ -126,6 +129,20 @@ def cmdline(pid: int) -> str:
         return ""
 
 
+def start_sweep(address: str, tmp: Path, cfg: dict[str, Any]) -> tuple[subprocess.Popen[str], str]:
+    """``gapwatch sweep`` of ``cfg`` joining the cluster at ``address`` (run in ``tmp``, its
+    own process group, output piped); the driver and its store's URL (SQLite in ``tmp``)."""
+    path = tmp / f"{cfg['name']}.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    url = f"sqlite:///{tmp}/{cfg['name']}.db"
+    proc = subprocess.Popen(
+        [str(BIN / "gapwatch"), "sweep", str(path), "--db", url, "--address", address],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=tmp,
+        start_new_session=True, env={**os.environ, "RAY_ADDRESS": ""},
+    )  # fmt: skip
+    return proc, url
+
+
 FAST_NODE_DEATH = {
     "RAY_health_check_initial_delay_ms": "1000",
     "RAY_health_check_period_ms": "1000",
@@ -153,6 +170,36 @@ class Cluster:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
         return pids
+
+    def node_id(self, i: int) -> str:
+        """Node ``i``'s Ray node id (hex), from its raylet's command line."""
+        for pid in descendants(self.nodes[i].pid):
+            args = cmdline(pid).split()
+            if args and args[0].endswith("/raylet/raylet"):
+                for arg in args:
+                    if arg.startswith("--node_id="):
+                        return arg.removeprefix("--node_id=")
+        raise AssertionError(f"no raylet below node {i}'s ray start")
+
+    def drain_second_node(self, message: str, deadline_s: int) -> None:
+        """``ray drain-node`` the second node for preemption, ``deadline_s`` seconds of
+        notice, ``message`` its reason; fail unless Ray accepts it. Ray only records the
+        drain (nothing new is placed there); ending the node is the caller's part, as a
+        cloud's at the deadline."""
+        r = subprocess.run(
+            [str(BIN / "ray"), "drain-node", "--address", self.address,
+             "--node-id", self.node_id(1), "--reason", "DRAIN_NODE_REASON_PREEMPTION",
+             "--reason-message", message, "--deadline-remaining-seconds", str(deadline_s)],
+            capture_output=True, text=True, timeout=120,
+            env={**os.environ, "RAY_AUTH_MODE": "token", "RAY_ADDRESS": ""},
+        )  # fmt: skip
+        assert r.returncode == 0, f"ray drain-node: {r.stdout[-2000:]}{r.stderr[-2000:]}"
+
+    def end_second_node(self) -> None:
+        """End the second node as a machine shutting down does: SIGTERM to its processes
+        (its ``ray start``'s group), SIGKILL to what is left after a grace; return once
+        none is left."""
+        end_group(self.nodes[1])
 
 
 @contextlib.contextmanager
