@@ -89,7 +89,12 @@ class ConsoleDicts(LineReader):
 
     @classmethod
     def sniff(cls, path: Path, head: str) -> bool:
-        return any(find_dict(strip_ansi(ln)) for ln in head.splitlines())
+        # a printed dict holding a figure (a dict of paths or names is a log message)
+        return any(
+            any(number(v) is not None for v in d.values())
+            for ln in head.splitlines()
+            if (d := find_dict(strip_ansi(ln)))
+        )
 
     summary_epoch: float | None = None
 

@@ -13,8 +13,14 @@ of other text or the next step (a step printed as a header above its figures); a
 printed among figures holds for its own line only, so pairs in text printed between
 steps (sample dumps: ``x = 3``) are not taken. Pairs before any step are dropped.
 
+A table printed per step (the Tinker cookbook's console log: a ``Step 12`` title line,
+then ``│ optim/entropy │ 0.189538 │`` rows in box-drawing characters) is read the same
+way: the title is a step alone on its line, each row a pair, the box's borders and header
+neither.
+
 Detected when a line of the file's start holds two pairs and a step field or a
-counter (or a ``--step-field`` / ``--step-pattern`` is given).
+counter, or the start holds a ``Step N`` title and rows of a table (or a
+``--step-field`` / ``--step-pattern`` is given).
 """
 
 from __future__ import annotations
@@ -53,6 +59,25 @@ _LEADING = re.compile(
 )
 """A line that opens with its step: ``Step 12: reward=...``, ``[step 12] loss=...``,
 ``Iteration 12 | ...`` (a hand-written loop's ``print(f"Step {i}: ...")``)."""
+
+
+_BOX_ROW = re.compile(
+    r"^\s*[\u2502\u2503|]\s*([A-Za-z_][\w./@-]*)\s*[\u2502\u2503|]\s*("
+    + _NUM
+    + r")\s*[\u2502\u2503|]\s*$"
+)
+"""A row of a table of figures: ``│ optim/entropy │ 0.189538 │`` (or ``|`` bars)."""
+_TITLE = re.compile(r"^\s*Step\s+(\d+)\s*$")
+"""A table's title, its step alone on a line: ``          Step 12          ``."""
+_DRAWING = re.compile("[\u2500-\u257f]")
+"""Box-drawing characters: a table's borders and header neither hold nor end figures."""
+
+
+def box_row(text: str) -> list[tuple[str, float]]:
+    """The one pair of a table row (:data:`_BOX_ROW`), or none."""
+    m = _BOX_ROW.match(text)
+    x = None if m is None else number(m.group(2))
+    return [] if m is None or x is None else [(m.group(1), x)]
 
 
 def leading(text: str) -> int | None:
@@ -106,8 +131,11 @@ class KeyValue(LineReader):
 
     @classmethod
     def sniff(cls, path: Path, head: str) -> bool:
-        for ln in head.splitlines():
-            text = strip_ansi(ln)
+        lines = [strip_ansi(ln) for ln in head.splitlines()]
+        titled = any(_TITLE.match(t) for t in lines)
+        if titled and sum(bool(box_row(t)) for t in lines) >= 2:
+            return True
+        for text in lines:
             found = dict(pairs(text))
             if len(found) >= 2 and (
                 any(f in found for f in STEP_FIELDS)
@@ -121,9 +149,14 @@ class KeyValue(LineReader):
         text = strip_ansi(text)
         if self.pattern is not None and (m := self.pattern.search(text)) is not None:
             self.step = parse_step(m.group(1), where)
-        found = pairs(text)
+        elif self.options.step_field is None and (t := _TITLE.match(text)) is not None:
+            self.step, self.sticky = int(t.group(1)), True  # a table's title heads its rows
+            if not self.notes:
+                self.notes.append("steps: the 'Step N' title above each table of figures")
+            return None
+        found = pairs(text) or box_row(text)
         if not found:
-            if text.strip():
+            if text.strip() and not _DRAWING.search(text):
                 self.sticky = False  # a line of other text ends a step's block of figures
             return None
         metrics = dict(found)

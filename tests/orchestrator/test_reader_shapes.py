@@ -1,8 +1,8 @@
 """The hand-written trainers' shapes of issue 28 (item 1), each read as written and the way
 its steps were found said in the report: a JSONL with header or event records, per-metric
 arrays whose position is the step, a wide CSV whose step column is ``iteration``,
-``Step N:`` console lines, and ``Epoch:[1/1](i/n), Reward: ...`` lines (no longer taken
-for a long CSV). Shapes as the issue describes them; the 26 logs it was found on are kept
+``Step N:`` console lines, ``Epoch:[1/1](i/n), Reward: ...`` lines (no longer taken
+for a long CSV), and the Tinker cookbook's per-step tables. Shapes as the issue describes them; the 26 logs it was found on are kept
 apart from the project."""
 
 from __future__ import annotations
@@ -48,6 +48,23 @@ from orchestrator.logs import read_log
             "f.log",
             "Epoch:[1/1](12/500), Reward: 0.38, KL: 0.01\nEpoch:[1/1](13/500), Reward: 0.40, KL: 0.02\n",
             "keyvalue", [12, 13], "steps: the n/N progress counter",
+        ),
+        (
+            # the Tinker cookbook's console log: a titled table per step (ml_log), after
+            # log lines that print a dict of paths (not a row of figures)
+            "tinker.log",
+            "ml_log:81 [INFO] Saved checkpoints: {'state_path': 'tinker://x/000020'}\n"
+            "ml_log:195 [INFO] \n                    Step 0                    \n"
+            "\u250f\u2501\u2501\u2533\u2501\u2501\u2513\n"
+            "\u2503 Metric                   \u2503 Value     \u2503\n"
+            "\u2502 env/all/reward/total     \u2502 -0.892578 \u2502\n"
+            "\u2502 optim/kl_sample_train_v1 \u2502 0.000374  \u2502\n"
+            "\u2514\u2500\u2500\u2534\u2500\u2500\u2518\n"
+            "****** trajectory idx=0, reward=-2 ******\n  win_minus_loss: -1.0\n"
+            "                    Step 1                    \n"
+            "\u2502 env/all/reward/total     \u2502 -0.75 \u2502\n"
+            "\u2502 optim/kl_sample_train_v1 \u2502 0.0004 \u2502\n",
+            "keyvalue", [0, 1], "steps: the 'Step N' title above each table",
         ),
     ],
 )  # fmt: skip
