@@ -49,7 +49,8 @@ typecheck: $(STAMP)
 pytest: $(STAMP) browser
 	$(PY) -m pytest -q -m "not long"
 
-# the tests marked long (a two-node Ray cluster losing a node); bench/node_loss_bench.py
+# the tests marked long (a two-node Ray cluster losing a node, about 2.5 min on 2 cores):
+# out of `make test`'s 15-minute budget, run by .ci/run after it; bench/node_loss_bench.py
 # measures the same with figures
 test-long: $(STAMP)
 	$(PY) -m pytest -q -m long

@@ -22,6 +22,15 @@ it had never stopped, and its decisions about the next ``restore_grace`` steps a
 but not acted on (a restart's spike is not a collapse). Each attempt opens with its
 placement report, which drops what the Monitor knew of the earlier one.
 
+**A trial taken up while the store is down** cannot have its stored steps read, and rules
+started from nothing would judge it on the new attempt's steps alone (a collapse under
+way before the restart seen late, a baseline taken from after it). So its decisions are
+held: the steps it reports are kept, not judged, and the rebuild is tried again at each
+of them; once the store answers (its backlog written), the watcher is rebuilt from the
+stored steps and then judges the held ones in order, so its next decision is made with
+the rules' whole state (a stop among them ends the trial then). Said in one line each
+way. A store that never comes back leaves such a trial undecided, not misjudged.
+
 Not here: the rules (``orchestrator.rules``), writing (``orchestrator.recorder``).
 """
 
@@ -29,12 +38,13 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ray.tune import Stopper
 
 from orchestrator.attempts import new_attempt
+from orchestrator.console import console
 from orchestrator.rules import Decision, RuleSet, Watcher
 from orchestrator.tracked import ControlFeed
 from orchestrator.trainable import unpack
@@ -67,6 +77,16 @@ class Followed:
     quiet_until: int = 0
     """Decisions about steps up to this one are not acted on (just after a restore); 0
     once past (or never restored)."""
+    rebuild_from: int = 0
+    """Taken up at this step while the store could not say what came before: its
+    watcher waits for the store to be rebuilt; 0 once rebuilt (or never needed)."""
+    held: list[dict[str, Any]] = field(default_factory=list)
+    """Steps reported while the rebuild waits, judged once it is done."""
+
+    @property
+    def last_step(self) -> int | None:
+        """The newest step reported (judged, or held)."""
+        return int(self.held[-1]["step"]) if self.held else self.watcher.last_step
 
 
 class Monitor(Stopper):
@@ -113,7 +133,7 @@ class Monitor(Stopper):
         if rep is None or not self.stopping:
             return False
         f = self.followed.get(rep.key)
-        last = None if f is None else f.watcher.last_step
+        last = None if f is None else f.last_step
         # Tune hands a finished trial's last result over once more: nothing new
         if last is not None and rep.step == last:
             return False
@@ -127,10 +147,39 @@ class Monitor(Stopper):
                 self.recorder.add_decision(rep.key, void)
             self._void_sent.add(rep.key)
             return True
-        self._feed_control(rep.key, f, rep.step)
-        stop = self._judge(rep.key, f, row)
+        if f.rebuild_from:
+            stop = self._held(rep.key, f, row)
+        else:
+            self._feed_control(rep.key, f, rep.step)
+            stop = self._judge(rep.key, f, row)
         self._pass_to_treatments(rep.key, row)
         return stop
+
+    def _held(self, key: str, f: Followed, row: dict[str, Any]) -> bool:
+        """A step of a trial whose rules wait for the store: held until the rebuild can
+        be done, then every held step judged in order (True at a stop)."""
+        f.held.append(row)
+        if not self._rebuild(key, f):
+            if len(f.held) == 1:
+                console().print(
+                    f"{key}: taken up at step {f.rebuild_from} while the store cannot be "
+                    "reached; its rules wait for the store to see the steps before, its "
+                    "decisions are held until then",
+                    markup=False,
+                )
+            return False
+        rows, f.held = f.held, []
+        if len(rows) > 1:
+            console().print(
+                f"{key}: the store is back; its rules rebuilt from the stored steps, then "
+                f"judged its {len(rows) - 1} held steps",
+                markup=False,
+            )
+        for r in rows:
+            self._feed_control(key, f, int(r["step"]))
+            if self._judge(key, f, r):
+                return True
+        return False
 
     def _follow(self, key: str, first: int) -> Followed:
         """Follow trial ``key`` from its step ``first``: its watcher sees the trial's
@@ -150,13 +199,24 @@ class Monitor(Stopper):
             self._treatments_of[f.control_key].append(key)
         if first > 1 and self.recorder is not None:
             # taken up from a checkpoint: the rules see the steps stored before it again
-            rows = self.recorder.stored_history(key, after=0, until=first - 1)
-            for row in rows:
-                self._feed_control(key, f, int(row["step"]))
-                f.watcher.step(row)
-            if rows:  # (a log that starts past step 1 is not a restart)
-                f.quiet_until = first - 1 + self.restore_grace
+            f.rebuild_from = first  # done with its first step (``_held``)
         return f
+
+    def _rebuild(self, key: str, f: Followed) -> bool:
+        """Feed ``f``'s watcher the trial's stored steps before ``f.rebuild_from``; False
+        (nothing fed) while the store cannot say what they are."""
+        assert self.recorder is not None
+        first = f.rebuild_from
+        rows = self.recorder.stored_steps(key, after=0, until=first - 1)
+        if rows is None:
+            return False
+        for row in rows:
+            self._feed_control(key, f, int(row["step"]))
+            f.watcher.step(row)
+        if rows:  # (a log that starts past step 1 is not a restart)
+            f.quiet_until = first - 1 + self.restore_grace
+        f.rebuild_from = 0
+        return True
 
     def _judge(self, key: str, f: Followed, row: dict[str, Any]) -> bool:
         new = f.watcher.step(row)

@@ -13,7 +13,10 @@ its error's last line, any other ``completed``.
 What the Monitor reads back (a control's stored steps, a stop from an earlier driver)
 comes from the store with what is queued but not yet written laid over it, so a read
 never waits on the writer; while the store cannot be reached such reads come back empty
-(the rules go on from what they hold, and catch up on the control once it is back).
+(the rules go on from what they hold, and catch up on the control once it is back),
+except a restored trial's own steps (:meth:`Recorder.stored_steps`), which say that
+they cannot be known yet, so its rules' state waits for the store
+(``orchestrator.monitor``).
 
 Not here: deciding anything (``orchestrator.monitor``), showing progress
 (``orchestrator.progress``, which asks :meth:`Recorder.outcome`).
@@ -170,8 +173,11 @@ class Recorder(Callback):
         """The newest write committed (writes commit in order)."""
         self._counted: set[int] = set()
         """Restarts (op seqs) whose attempt is counted: a retried restart counts once."""
+        self._blind: dict[str, int] = {}
+        """Per trial, its newest step queued while the store could not be reached (not
+        laid over reads): until that op is committed, what is stored of it is incomplete."""
         self._lock = threading.Lock()
-        """Guards the three above: the writer thread updates them after each commit."""
+        """Guards the four above: the writer thread updates them after each commit."""
         self._store: Store | None = None
         self._writer: Writer | None = None
         self._closed = False
@@ -247,12 +253,22 @@ class Recorder(Callback):
         """A trial's steps in (``after``, ``until``] (only ``names``): what is stored, with
         what is queued laid over it; empty while the store cannot be reached, or if the
         trial has no run row yet."""
+        return self.stored_steps(key, after=after, until=until, names=names) or []
+
+    def stored_steps(
+        self, key: str, *, after: int, until: int, names: Sequence[str] | None = None
+    ) -> list[dict[str, Any]] | None:
+        """As :meth:`stored_history`, but None where the answer cannot be known yet: the
+        store cannot be reached, or steps of this trial queued during an outage are not
+        all written (the store's part would miss them)."""
         w = self._writer
         if w is not None and not w.reachable():
-            return []
+            return None
         with self._lock:
             queued = dict(self._unwritten.get(key, {}))
             cut = self._cut.get(key)
+            if self._blind.get(key, 0) > self._committed:
+                return None
         run_id = self.run_id(key, create=False)
         rows: dict[int, dict[str, Any]] = {}
         if run_id is not None:
@@ -261,7 +277,7 @@ class Recorder(Callback):
             except StoreError as exc:
                 if unreachable(exc) is None:
                     raise
-                return []
+                return None
             for r in stored:
                 if cut is None or int(r["step"]) <= cut[1]:
                     rows[int(r["step"])] = r
@@ -454,7 +470,11 @@ class Recorder(Callback):
         # the distributions stay JSON text here: the writer thread parses them
         seq = self._put("step", rep.key, rep.step, rep.metrics, rep.dists_json)
         if not self.writer.reachable():
-            return  # reads come back empty until the store is back: nothing to lay over
+            # reads come back empty until the store is back: nothing to lay over; a read
+            # of this trial's steps is incomplete until this one is written
+            with self._lock:
+                self._blind[rep.key] = seq
+            return
         with self._lock:
             if seq > self._committed:
                 self._unwritten.setdefault(rep.key, {})[rep.step] = (seq, rep.metrics)

@@ -9,6 +9,9 @@ store recorded.
 and the step, the metrics nested under one key and the distributions JSON-encoded under
 another, so Tune flattens neither; :func:`unpack` reads one back on the driver.
 
+A test seam, unset in use: ``HOLD_ENV`` makes a trial wait at a given step for a file, so a
+test can act on a sweep mid-way (kill a node) at a point known from events, not from time.
+
 Not here: what the driver does with a result (``orchestrator.monitor``,
 ``orchestrator.recorder``).
 """
@@ -17,7 +20,9 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import tempfile
+import time
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, NamedTuple, Protocol
@@ -30,6 +35,12 @@ METRICS_KEY = "gw_metrics"
 """Result key: the step's ``{metric name: value}`` dict."""
 DISTS_KEY = "gw_dists"
 """Result key: the step's distributions, JSON-encoded (one string, so Tune keeps it whole)."""
+HOLD_ENV = "GAPWATCH_TEST_HOLD"
+"""Tests only: ``STEP:PATH`` makes a built-in trial that has just reported step STEP wait
+until the file PATH exists. Read in the trial's own process (a Ray worker inherits it from
+``ray start``'s environment). The node-loss test holds every trial past its first
+checkpoint until it has killed a node, so no trial can finish before the kill however fast
+the machine, and releases them after."""
 
 
 class Step(Protocol):
@@ -78,6 +89,15 @@ def report_steps(trial_key: str, steps: Iterable[Step]) -> None:
         tune.report(pack(trial_key, res))
 
 
+def hold(step: int) -> None:
+    """Wait here if ``HOLD_ENV`` names this step, until its file exists (see there)."""
+    at, _, path = os.environ.get(HOLD_ENV, "").partition(":")
+    if not path or int(at) != step:
+        return
+    while not os.path.exists(path):
+        time.sleep(0.05)
+
+
 def trainable(config: dict[str, Any]) -> None:
     """One Tune trial of the built-in worker: a ``GRPORun`` over the spec's RunConfig,
     taken up from this trial's newest Tune checkpoint (a retry) or else from
@@ -103,3 +123,4 @@ def trainable(config: dict[str, Any]) -> None:
                 path = run.save(Path(tmp) / f"step{res.step}")
                 checkpoint = tune.Checkpoint.from_directory(str(path))
             tune.report(pack(spec["trial_key"], res), checkpoint=checkpoint)
+            hold(res.step)
