@@ -244,3 +244,47 @@ def end_nodes(nodes: list[subprocess.Popen[bytes]], temps: list[str]) -> None:
     for t in temps:
         shutil.rmtree(t, ignore_errors=True)
     assert not left, "Ray processes outlived their node's process group:\n" + "\n".join(left)
+
+
+def held_on_second_node(
+    proc: subprocess.Popen[str], url: str, cl: Cluster, ready: Any, within: float = 300
+) -> list[Any]:
+    """Poll the store at ``url`` until ``ready(the running runs on the second node)``;
+    those runs. The tests hold their trials at a step (``orchestrator.trainable.HOLD_ENV``)
+    until they have acted on the node, so this waits on the trials' progress, not on the
+    clock: ``within`` only bounds a sweep that never gets there."""
+    from store import StoreError, open_store
+
+    deadline = time.monotonic() + within
+    st = None
+    while True:
+        assert proc.poll() is None, f"the sweep ended early:\n{proc.stdout.read()}"  # type: ignore[union-attr]
+        assert time.monotonic() < deadline, f"the second node's trials not ready in {within} s"
+        try:
+            st = st or open_store(url, read_only=True)
+            runs = st.runs()
+        except StoreError:  # being created this moment
+            time.sleep(0.3)
+            continue
+        below = set(descendants(cl.nodes[1].pid))
+        there = [
+            r for r in runs
+            if r.status == "running" and isinstance(where := r.config.get("placement"), dict)
+            and where["pid"] in below
+        ]  # fmt: skip
+        if len(there) == 2 and ready(there):
+            return there
+        time.sleep(0.2)
+
+
+def finish_sweep(proc: subprocess.Popen[str], within: float = 150) -> str:
+    """Wait for a sweep's driver to end (killed after ``within`` s); its output, which must
+    show success and no traceback."""
+    try:
+        out, _ = proc.communicate(timeout=within)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 0, out[-4000:]
+    assert "Traceback" not in out, out[-4000:]
+    return out

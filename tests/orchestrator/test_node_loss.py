@@ -38,10 +38,18 @@ import pytest
 import yaml
 
 from orchestrator.trainable import HOLD_ENV
-from store import StoreError, open_store
+from store import open_store
 from store.rows import RunRow
 
-from .procs import BIN, Cluster, cmdline, descendants, two_nodes
+from .procs import (
+    BIN,
+    Cluster,
+    cmdline,
+    descendants,
+    finish_sweep,
+    held_on_second_node,
+    two_nodes,
+)
 
 # two minutes of real clusters: out of `make test`'s budget, run by `make test-long` (which
 # .ci/run runs after it); bench/node_loss_bench.py measures the same
@@ -91,34 +99,6 @@ def _head_node_id(runs: list[RunRow], cl: Cluster) -> str | None:
     return None
 
 
-def _wait_to_kill(
-    proc: subprocess.Popen[str], url: str, cl: Cluster, ready: Any, within: float = 300
-) -> list[RunRow]:
-    """Poll the store until ``ready(runs on the second node)``; those runs. The trials
-    are held (``HOLD_AT``), so this waits on their progress, not on the clock: ``within``
-    only bounds a sweep that never gets there."""
-    deadline = time.monotonic() + within
-    st = None
-    while True:
-        assert proc.poll() is None, f"the sweep ended before the kill:\n{proc.stdout.read()}"  # type: ignore[union-attr]
-        assert time.monotonic() < deadline, f"the second node's trials not ready in {within} s"
-        try:
-            st = st or open_store(url, read_only=True)
-            runs = st.runs()
-        except StoreError:  # being created this moment
-            time.sleep(0.3)
-            continue
-        below = set(descendants(cl.nodes[1].pid))
-        there = [
-            r for r in runs
-            if r.status == "running" and isinstance(where := r.config.get("placement"), dict)
-            and where["pid"] in below
-        ]  # fmt: skip
-        if len(there) == 2 and ready(there):
-            return there
-        time.sleep(0.2)
-
-
 def _kill(cl: Cluster, keep: str | None = None) -> None:
     """SIGKILL the second node (sparing ``keep``) and wait until what was killed is gone:
     from then on a held trial there can do nothing more, whatever it is told."""
@@ -128,17 +108,6 @@ def _kill(cl: Cluster, keep: str | None = None) -> None:
     while any(cmdline(p) for p in killed):
         assert time.monotonic() < deadline, "a killed Ray process still there after 30 s"
         time.sleep(0.05)
-
-
-def _finish(proc: subprocess.Popen[str], within: float = 150) -> str:
-    try:
-        out, _ = proc.communicate(timeout=within)
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-    assert proc.returncode == 0, out[-4000:]
-    assert "Traceback" not in out, out[-4000:]
-    return out
 
 
 def _each_step_once(url: str, steps: int) -> list[RunRow]:
@@ -171,7 +140,7 @@ def test_a_lost_node_s_trials_go_on_from_their_checkpoints(
         try:
             # both trials there hold a checkpoint (step 3) and steps after it (4, 5), and
             # wait at step 5 until the kill is done
-            moved = _wait_to_kill(
+            moved = held_on_second_node(
                 proc, url, cl,
                 lambda rs: all((r.checkpoint_step or 0) >= 3 and (r.last_step or 0) >= HOLD_AT
                                for r in rs),
@@ -181,7 +150,7 @@ def test_a_lost_node_s_trials_go_on_from_their_checkpoints(
             head = _head_node_id(st.runs(), cl)
             _kill(cl)
             go.touch()
-            out = _finish(proc)
+            out = finish_sweep(proc)
         finally:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGKILL)
@@ -217,7 +186,7 @@ def test_a_lost_node_s_command_trainers_are_gone_and_their_trials_rerun(tmp_path
         proc, url = _driver(cl, tmp_path, cfg)
         try:
             # both trainers there wrote step 5 and wait until the kill is done
-            _wait_to_kill(proc, url, cl, lambda rs: all(r.last_step == HOLD_AT for r in rs))
+            held_on_second_node(proc, url, cl, lambda rs: all(r.last_step == HOLD_AT for r in rs))
             below = descendants(cl.nodes[1].pid)
             trainers = [p for p in below if marker in cmdline(p)]
             assert len(trainers) == 2, [cmdline(p) for p in below]
@@ -227,7 +196,7 @@ def test_a_lost_node_s_command_trainers_are_gone_and_their_trials_rerun(tmp_path
                 time.sleep(0.1)
             assert not any(cmdline(p) for p in trainers), "a trainer outlived its lost node"
             go.touch()
-            out = _finish(proc)
+            out = finish_sweep(proc)
         finally:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGKILL)

@@ -29,7 +29,6 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import subprocess
 import time
 from pathlib import Path
 from typing import Any
@@ -37,10 +36,10 @@ from typing import Any
 import pytest
 
 from orchestrator.trainable import HOLD_ENV
-from store import StoreError, open_store
+from store import open_store
 from store.rows import RunRow
 
-from .procs import Cluster, descendants, start_sweep, two_nodes
+from .procs import Cluster, finish_sweep, held_on_second_node, start_sweep, two_nodes
 
 pytestmark = [pytest.mark.slow, pytest.mark.long]
 
@@ -62,33 +61,9 @@ def _cfg(name: str, steps: int, **more: Any) -> dict[str, Any]:
     }  # fmt: skip
 
 
-def _held_on_second_node(
-    proc: subprocess.Popen[str], url: str, cl: Cluster, within: float = 300
-) -> list[RunRow]:
-    """Poll the store until both trials on the second node hold a checkpoint and wait at
-    ``HOLD_AT``; those runs. ``within`` only bounds a sweep that never gets there."""
-    deadline = time.monotonic() + within
-    st = None
-    while True:
-        assert proc.poll() is None, f"the sweep ended early:\n{proc.stdout.read()}"  # type: ignore[union-attr]
-        assert time.monotonic() < deadline, f"the second node's trials not held in {within} s"
-        try:
-            st = st or open_store(url, read_only=True)
-            runs = st.runs()
-        except StoreError:  # being created this moment
-            time.sleep(0.3)
-            continue
-        below = set(descendants(cl.nodes[1].pid))
-        there = [
-            r for r in runs
-            if r.status == "running" and isinstance(where := r.config.get("placement"), dict)
-            and where["pid"] in below
-        ]  # fmt: skip
-        if len(there) == 2 and all(
-            (r.checkpoint_step or 0) >= 3 and r.last_step == HOLD_AT for r in there
-        ):
-            return there
-        time.sleep(0.2)
+def _held(runs: list[RunRow]) -> bool:
+    """Both trials on the second node hold a checkpoint and wait at ``HOLD_AT``."""
+    return all((r.checkpoint_step or 0) >= 3 and r.last_step == HOLD_AT for r in runs)
 
 
 def _preempt(cl: Cluster, url: str, moved: list[RunRow]) -> None:
@@ -105,17 +80,6 @@ def _preempt(cl: Cluster, url: str, moved: list[RunRow]) -> None:
     cl.end_second_node()
 
 
-def _finish(proc: subprocess.Popen[str], within: float = 150) -> str:
-    try:
-        out, _ = proc.communicate(timeout=within)
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-    assert proc.returncode == 0, out[-4000:]
-    assert "Traceback" not in out, out[-4000:]
-    return " ".join(out.split())  # the console wraps long lines
-
-
 def _run(tmp: Path, cfg: dict[str, Any]) -> tuple[str, str, set[str], str]:
     """The sweep on two nodes, the second preempted with its trials held; its store's URL,
     the driver's output (its whitespace runs made single spaces), the moved trials' keys
@@ -124,11 +88,11 @@ def _run(tmp: Path, cfg: dict[str, Any]) -> tuple[str, str, set[str], str]:
     with two_nodes(tmp) as cl:
         proc, url = start_sweep(cl.address, tmp, cfg)
         try:
-            moved = _held_on_second_node(proc, url, cl)
+            moved = held_on_second_node(proc, url, cl, _held)
             head = cl.node_id(0)
             _preempt(cl, url, moved)
             go.touch()
-            out = _finish(proc)
+            out = " ".join(finish_sweep(proc).split())  # the console wraps long lines
         finally:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGKILL)
