@@ -725,8 +725,6 @@ class DropState(Streak):
     rolling: Rolling = field(default_factory=Rolling)
     learning: Learning = field(default_factory=Learning)
     crossed: Evidence | None = None
-    held: Evidence | None = None
-    """The sign crossed at the latest step, but the score was improving (no stop)."""
 
 
 class RelativeRule(StreakRule):
@@ -773,7 +771,7 @@ class RelativeRule(StreakRule):
         state.early.feed(v, step, self.baseline_steps, positive=self.positive_start)
         smooth = state.rolling.feed(v, step, self.window, high=self.falls)
         early = state.early.level
-        state.crossed = state.held = None
+        state.crossed = None
         if v is not None and smooth is not None and early is not None and early > 0:
             line = self._line(early)
             if line is not None and (smooth < line if self.falls else smooth >= line):
@@ -785,7 +783,7 @@ class RelativeRule(StreakRule):
         if state.crossed is not None and score is not None:
             state.crossed.update(score)
             if self.improving is not None and Learning.improving(score, self.improving):
-                state.crossed, state.held = None, state.crossed
+                state.crossed = None  # the sign, but the run is learning
         extend(state, state.crossed is not None, step)
 
     def evidence(self, state: DropState, row: Row, control: ControlView, step: int) -> Evidence:
