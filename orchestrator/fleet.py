@@ -64,6 +64,7 @@ from orchestrator.watch import (
     end_process_group,
     hung_end,
     hung_line,
+    why_not_ended,
 )
 from store import Store
 
@@ -204,9 +205,10 @@ def _end_pid(pid: int, grace: float) -> str:
         time.sleep(0.05)
     if not _alive(pid):
         return f"process {pid} ended by SIGTERM in {time.monotonic() - t0:.1f} s"
+    why = why_not_ended(pid)
     with contextlib.suppress(ProcessLookupError):
         os.kill(pid, signal.SIGKILL)
-    return f"process {pid} did not end within {grace:g} s of SIGTERM; sent SIGKILL"
+    return f"process {pid} did not end within {grace:g} s of SIGTERM{why}; sent SIGKILL"
 
 
 def _pid_action(path_text: str, grace: float) -> tuple[int, str]:

@@ -108,6 +108,25 @@ def _alive(pid: int) -> bool:
     return True
 
 
+def why_not_ended(pid: int) -> str:
+    """Why ``pid`` may have outlived a SIGTERM, read from ``/proc/PID/status`` ('' where
+    nothing there says): it ignores, blocks or handles SIGTERM (a trainer saving a
+    checkpoint first), or is stopped or in uninterruptible I/O."""
+    try:
+        status = dict(
+            line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines()
+        )
+    except (OSError, ValueError):
+        return ""
+    bit = 1 << (signal.SIGTERM - 1)
+    said = [f"state {status.get('State', '?').strip()}"]
+    for key, what in (("SigIgn", "ignores"), ("SigBlk", "blocks"), ("SigCgt", "handles")):
+        with contextlib.suppress(ValueError):
+            if int(status.get(key, "0").strip(), 16) & bit:
+                said.append(f"it {what} SIGTERM")
+    return " (" + ", ".join(said) + ")"
+
+
 def _group_alive(pgid: int) -> bool:
     """Whether a live (not zombie) process is in group ``pgid``."""
     try:
@@ -151,9 +170,10 @@ def end_process_group(pid: int, grace: float, *, pgid: int | None = None) -> str
         time.sleep(0.05)
     if not alive():
         return f"{what} ended by SIGTERM in {time.monotonic() - t0:.1f} s"
+    why = why_not_ended(pid)
     with contextlib.suppress(ProcessLookupError):
         send(signal.SIGKILL)
-    return f"{what} did not end within {grace:g} s of SIGTERM; sent SIGKILL"
+    return f"{what} did not end within {grace:g} s of SIGTERM{why}; sent SIGKILL"
 
 
 def hung_line(idle: float, last_step: int | None) -> str:

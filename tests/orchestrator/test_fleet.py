@@ -123,6 +123,22 @@ def test_a_parked_follower_keeps_its_place(tmp_path: Path) -> None:
     assert [s.step for s in f.poll()] == [2, 3] and f.is_open
 
 
+def test_a_trainer_that_outlives_sigterm_is_killed_and_the_line_says_why() -> None:
+    code = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print(1, flush=True); time.sleep(60)"
+    p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    try:
+        assert p.stdout is not None and p.stdout.readline().strip() == "1"  # ignoring it now
+        said = _end_pid(p.pid, 0.5)
+        assert said.startswith(f"process {p.pid} did not end within 0.5 s of SIGTERM (state S"), (
+            said
+        )
+        assert said.endswith("it ignores SIGTERM); sent SIGKILL"), said
+        assert p.wait(timeout=10) == -signal.SIGKILL
+    finally:
+        p.kill()
+        p.wait()
+
+
 def test_a_pid_sharing_its_group_is_ended_alone(tmp_path: Path) -> None:
     shell = subprocess.Popen(
         ["sh", "-c", "sleep 30 & echo $! > a.pid; sleep 30 & echo $! > b.pid; wait"],
@@ -312,7 +328,10 @@ def test_fleet_bad_input_is_one_line(tmp_path: Path) -> None:
 # --- real writer processes started by a shell loop ---------------------------------------
 
 WRITER = r"""
-import os, sys, time
+import os, signal, sys, time
+# SIGTERM ends it at once whatever the shell or the harness above it left inherited
+signal.signal(signal.SIGTERM, signal.SIG_DFL)
+signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
 history, log, pid_file, pause, linger = sys.argv[1:6]
 with open(pid_file, "w") as f:
     f.write(str(os.getpid()))
