@@ -42,6 +42,7 @@ ORDER = [
     "watch_bench",
     "fleet_bench",
     "node_loss_bench",
+    "chaos_bench",
     "ui_bench",
 ]
 ARGS = {"ground_truth": ["--gzip"]}

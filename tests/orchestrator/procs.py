@@ -202,6 +202,13 @@ class Cluster:
         end_group(self.nodes[1])
 
 
+def ensure_ray_token() -> None:
+    """A Ray token for ``ray start`` with token auth: Ray's own, made where none exists
+    yet (a fresh machine whose first Ray is this cluster's head)."""
+    subprocess.run([str(BIN / "ray"), "get-auth-token", "--generate"], capture_output=True,
+                   check=True, timeout=120, env={**os.environ, "RAY_ADDRESS": ""})  # fmt: skip
+
+
 @contextlib.contextmanager
 def two_nodes(
     logs: Path, *, fast_death: bool = True, second_wrap: list[str] | None = None
@@ -210,6 +217,7 @@ def two_nodes(
     dead node fast, ``FAST_NODE_DEATH``, unless ``fast_death`` is False; the second node
     started through ``second_wrap``); ended however the test went, and checked to leave
     no process behind."""
+    ensure_ray_token()
     temps = [tempfile.mkdtemp(prefix="gwh", dir="/tmp"), tempfile.mkdtemp(prefix="gww", dir="/tmp")]
     port = free_port()
     nodes: list[subprocess.Popen[bytes]] = []
