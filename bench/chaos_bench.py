@@ -65,9 +65,9 @@ sys.path.insert(0, str(ROOT / "bench"))
 sys.path.insert(0, str(ROOT / "tests" / "orchestrator"))
 
 from _machine import machine  # noqa: E402
+from node_loss_bench import stored_twice  # noqa: E402
 from pg_server import PrivatePostgres  # noqa: E402
 from procs import BIN, Cluster, descendants, two_nodes  # noqa: E402
-from sqlalchemy import text  # noqa: E402
 from sqlalchemy.exc import SQLAlchemyError  # noqa: E402
 
 from store import Store, StoreError, open_store  # noqa: E402
@@ -140,18 +140,6 @@ class Sweep:
         return self.proc.poll() is not None
 
 
-def _newest_step_total(st: Store, sweep: str) -> int | None:
-    """The sum of the sweep's runs' newest steps (grows with any new step); None while
-    the store cannot be read."""
-    try:
-        sw = [s for s in st.sweeps() if s.name == sweep]
-        if not sw:
-            return 0
-        return sum(int(r.last_step or 0) for r in st.runs(sweep_id=sw[0].id))
-    except (StoreError, SQLAlchemyError):  # the server is down this moment
-        return None
-
-
 class Chaos:
     """Fires the seed's four events in their drawn order while the sweep runs."""
 
@@ -167,12 +155,33 @@ class Chaos:
         self.outage_s, self.t0 = outage_s, t0
         self.fired: list[Fired] = []
         self.error: BaseException | None = None
+        self.sweep_id: int | None = None
+        """The sweep's id in the store, once its driver has recorded it."""
+
+    def _runs(self, st: Store) -> list[Any] | None:
+        """The sweep's runs ([] before it is recorded); None while the store cannot be
+        read (the server is down this moment)."""
+        try:
+            if self.sweep_id is None:
+                found = [s.id for s in st.sweeps() if s.name == self.name]
+                if not found:
+                    return []
+                self.sweep_id = found[0]
+            return st.runs(sweep_id=self.sweep_id)
+        except (StoreError, SQLAlchemyError):
+            return None
+
+    def _newest_step_total(self, st: Store) -> int | None:
+        """The sum of the sweep's runs' newest steps (grows with any new step); None while
+        the store cannot be read."""
+        runs = self._runs(st)
+        return None if runs is None else sum(int(r.last_step or 0) for r in runs)
 
     def _absorbed(self, st: Store, after: int) -> bool:
         """Wait until a step beyond ``after`` (a total of newest steps) is stored; False if
         the sweep ended first."""
         while not self.sweep.done():
-            now = _newest_step_total(st, self.name)
+            now = self._newest_step_total(st)
             if now is not None and now > after:
                 return True
             time.sleep(0.3)
@@ -180,13 +189,10 @@ class Chaos:
 
     def _fire(self, event: str, st: Store) -> str:
         if event == "trial":
-            running = []
-            with contextlib.suppress(StoreError, SQLAlchemyError):
-                sw = [s for s in st.sweeps() if s.name == self.name]
-                running = [
-                    r for r in st.runs(sweep_id=sw[0].id)
-                    if r.status == "running" and isinstance(r.config.get("placement"), dict)
-                ] if sw else []  # fmt: skip
+            running = [
+                r for r in self._runs(st) or []
+                if r.status == "running" and isinstance(r.config.get("placement"), dict)
+            ]  # fmt: skip
             alive = [r for r in running if Path(f"/proc/{r.config['placement']['pid']}").exists()]
             if not alive:
                 return "no trial running"
@@ -197,13 +203,7 @@ class Chaos:
             node = "second" if pid in set(descendants(self.cl.nodes[1].pid)) else "head"
             return f"{r.trial_id} (pid {pid}, {node} node) at its step {r.last_step or 0}"
         if event == "node":
-            below = set(descendants(self.cl.nodes[1].pid))
-            there = []
-            with contextlib.suppress(StoreError, SQLAlchemyError):
-                there = [
-                    r.trial_id for r in st.runs() if r.status == "running"
-                    and isinstance(w := r.config.get("placement"), dict) and w["pid"] in below
-                ]  # fmt: skip
+            there = [r.trial_id for r in self.cl.runs_on_second(self._runs(st) or [])]
             n = len(self.cl.kill_second_node())
             return f"{n} processes, trials {', '.join(sorted(there)) or 'none'}"
         if event == "driver":
@@ -231,7 +231,7 @@ class Chaos:
                 self.fired.append(Fired(event, at, what))
                 total = None
                 while total is None and not self.sweep.done():
-                    total = _newest_step_total(st, self.name)
+                    total = self._newest_step_total(st)
                     time.sleep(0.3)
                 self._absorbed(st, total or 0)
         except BaseException as exc:  # reported by the main thread
@@ -280,23 +280,11 @@ def run_sweep(
     by_trial: dict[str, list[Any]] = {}
     for r in runs:
         by_trial.setdefault(r.trial_id, []).append(r)
-    out.twice = sum(len(v) - 1 for v in by_trial.values()) + _twice(st, sw.id)
+    out.twice = sum(len(v) - 1 for v in by_trial.values()) + stored_twice(st, sw.id)
     for key, rs in by_trial.items():
         out.runs[key] = rs[0]
         out.steps[key] = {int(h["step"]) for r in rs for h in st.history(r.id)}
     return out, (tmp / "driver.log").read_text()
-
-
-def _twice(st: Store, sweep_id: int) -> int:
-    """Rows of one (run, metric, step) beyond the first (the primary key forbids them:
-    counted, not assumed)."""
-    q = (
-        "SELECT COALESCE(SUM(n - 1), 0) FROM (SELECT COUNT(*) AS n FROM metrics m JOIN runs r "
-        "ON r.id = m.run_id WHERE r.sweep_id = :s GROUP BY m.run_id, m.name_id, m.step "
-        "HAVING COUNT(*) > 1) AS dup"
-    )
-    with st.engine.connect() as conn:
-        return int(conn.execute(text(q), {"s": sweep_id}).scalar_one())
 
 
 def judge(out: Outcome, ref: Outcome, steps: int) -> None:

@@ -51,10 +51,10 @@ sys.path.insert(0, str(ROOT / "bench"))
 sys.path.insert(0, str(ROOT / "tests" / "orchestrator"))
 
 from _machine import machine  # noqa: E402
-from procs import BIN, Cluster, cmdline, descendants, two_nodes  # noqa: E402
+from procs import BIN, cmdline, descendants, two_nodes  # noqa: E402
 from sqlalchemy import text  # noqa: E402
 
-from store import StoreError, open_store  # noqa: E402
+from store import Store, StoreError, open_store  # noqa: E402
 
 OUT = ROOT / "bench" / "results" / "node_loss_bench.md"
 TRAINER = """
@@ -109,22 +109,14 @@ def _config(kind: str, steps: int, every: int, tmp: Path, marker: str) -> dict[s
                        "log": "{trial_dir}/m.jsonl", "grace": 2}}  # fmt: skip
 
 
-def _on_second(cl: Cluster, runs: list[Any]) -> list[Any]:
-    below = set(descendants(cl.nodes[1].pid))
-    return [
-        r for r in runs
-        if r.status == "running" and isinstance(w := r.config.get("placement"), dict)
-        and w["pid"] in below
-    ]  # fmt: skip
-
-
-def _twice(url: str) -> int:
-    """Rows of one (run, metric, step) beyond the first (the primary key forbids them:
-    counted, not assumed)."""
-    st = open_store(url, read_only=True)
+def stored_twice(st: Store, sweep_id: int | None = None) -> int:
+    """Rows of one (run, metric, step) beyond the first, of the sweep ``sweep_id`` (None:
+    every sweep); the primary key forbids them: counted, not assumed."""
+    where = "" if sweep_id is None else f"WHERE r.sweep_id = {int(sweep_id)} "
+    q = "SELECT COALESCE(SUM(n - 1), 0) FROM (SELECT COUNT(*) AS n FROM metrics m JOIN runs r "
+    q += f"ON r.id = m.run_id {where}GROUP BY m.run_id, m.name_id, m.step "
+    q += "HAVING COUNT(*) > 1) AS dup"
     with st.engine.connect() as conn:
-        q = "SELECT COALESCE(SUM(n - 1), 0) FROM (SELECT COUNT(*) AS n FROM metrics "
-        q += "GROUP BY run_id, name_id, step HAVING COUNT(*) > 1) AS dup"
         return int(conn.execute(text(q)).scalar_one())
 
 
@@ -159,7 +151,7 @@ def one(kind: str, steps: int, every: int, fast: bool) -> Outcome:
                         s for _, s in said[-20:]))  # fmt: skip
                 try:
                     st = st or open_store(url, read_only=True)
-                    there = _on_second(cl, st.runs())
+                    there = cl.runs_on_second(st.runs())
                 except StoreError:
                     time.sleep(0.3)
                     continue
@@ -209,7 +201,7 @@ def one(kind: str, steps: int, every: int, fast: bool) -> Outcome:
     detect = [t - t_kill for t, s in said if s.startswith("retry ") and t >= t_kill]
     notes = [s for _, s in said if s.startswith("retry ")]
     return Outcome(kind, steps, moved, {r.trial_id: r.attempts for r in runs}, lost,
-                   _twice(url), detect, gone_s, wall, sweep.status, notes)  # fmt: skip
+                   stored_twice(st), detect, gone_s, wall, sweep.status, notes)  # fmt: skip
 
 
 def _fmt(x: float | None) -> str:

@@ -36,10 +36,8 @@ failed), 2 bad input.
 
 from __future__ import annotations
 
-import contextlib
 import glob as globlib
 import os
-import signal
 import subprocess
 import time
 from collections.abc import Callable
@@ -64,7 +62,6 @@ from orchestrator.watch import (
     end_process_group,
     hung_end,
     hung_line,
-    why_not_ended,
 )
 from store import Store
 
@@ -196,19 +193,7 @@ def _end_pid(pid: int, grace: float) -> str:
         pgid = os.getpgid(pid)
     except ProcessLookupError:
         return f"process {pid} had already exited"
-    if pgid == pid:
-        return end_process_group(pid, grace)
-    with contextlib.suppress(ProcessLookupError):
-        os.kill(pid, signal.SIGTERM)
-    t0 = time.monotonic()
-    while _alive(pid) and time.monotonic() - t0 < grace:
-        time.sleep(0.05)
-    if not _alive(pid):
-        return f"process {pid} ended by SIGTERM in {time.monotonic() - t0:.1f} s"
-    why = why_not_ended(pid)
-    with contextlib.suppress(ProcessLookupError):
-        os.kill(pid, signal.SIGKILL)
-    return f"process {pid} did not end within {grace:g} s of SIGTERM{why}; sent SIGKILL"
+    return end_process_group(pid, grace, pgid=pgid, alone=pgid != pid)
 
 
 def _pid_action(path_text: str, grace: float) -> tuple[int, str]:

@@ -148,18 +148,20 @@ def _group_alive(pgid: int) -> bool:
     return False
 
 
-def end_process_group(pid: int, grace: float, *, pgid: int | None = None) -> str:
+def end_process_group(
+    pid: int, grace: float, *, pgid: int | None = None, alone: bool = False
+) -> str:
     """SIGTERM the process group of ``pid`` (or ``pgid``, known where ``pid`` may be gone
     and its group not), SIGKILL it after ``grace`` s; what happened.
 
-    Where ``pid`` shares this process's own group (a script that ran ``trainer &``), only
-    ``pid`` is signalled, so the watcher does not end itself."""
+    Where ``pid`` shares this process's own group (a script that ran ``trainer &``), or
+    ``alone`` is set, only ``pid`` is signalled, so the watcher does not end itself."""
     if pgid is None:
         try:
             pgid = os.getpgid(pid)
         except ProcessLookupError:
             return f"process {pid} had already exited"
-    own = pgid == os.getpgid(0)
+    own = alone or pgid == os.getpgid(0)
     send = (lambda sig: os.kill(pid, sig)) if own else (lambda sig: os.killpg(pgid, sig))
     alive = (lambda: _alive(pid)) if own else (lambda: _group_alive(pgid))
     what = f"process {pid}" if own else f"process group {pgid}"

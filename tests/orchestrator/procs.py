@@ -171,6 +171,15 @@ class Cluster:
                 os.kill(pid, signal.SIGKILL)
         return pids
 
+    def runs_on_second(self, runs: list[Any]) -> list[Any]:
+        """The ``running`` runs (store rows) whose trial process is on the second node."""
+        below = set(descendants(self.nodes[1].pid))
+        return [
+            r for r in runs
+            if r.status == "running" and isinstance(where := r.config.get("placement"), dict)
+            and where["pid"] in below
+        ]  # fmt: skip
+
     def node_id(self, i: int) -> str:
         """Node ``i``'s Ray node id (hex), from its raylet's command line."""
         for pid in descendants(self.nodes[i].pid):
@@ -274,12 +283,7 @@ def held_on_second_node(
         except StoreError:  # being created this moment
             time.sleep(0.3)
             continue
-        below = set(descendants(cl.nodes[1].pid))
-        there = [
-            r for r in runs
-            if r.status == "running" and isinstance(where := r.config.get("placement"), dict)
-            and where["pid"] in below
-        ]  # fmt: skip
+        there = cl.runs_on_second(runs)
         if len(there) == 2 and ready(there):
             return there
         time.sleep(0.2)
