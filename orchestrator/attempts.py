@@ -25,7 +25,11 @@ preemptible machines would be retried past ``max_failures`` (with ``max_failures
 would be retried anyway, and without end). :class:`Retries` sets that variable on the
 driver when the sweep starts, so a preemption is one attempt and one failure like any
 loss, and its retry line says the node was preempted and why (the drain's reason, from
-the dead node's record in Ray).
+the dead node's record in Ray). The line says what Ray recorded: since Ray 2.60 a
+SIGTERMed ``ray start`` drains its node again (for preemption, 30 s ahead,
+``RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S``), and a node that goes before that later
+drain's deadline is recorded as lost, so a machine shut down with SIGTERM after its
+notice may read "its process was lost"; the attempt is counted the same either way.
 
 An error the trial raises itself is not retried, since it would recur (Tune retries
 every failure alike): :func:`marking_errors` wraps the trainable so that such an error is
@@ -40,6 +44,7 @@ from __future__ import annotations
 
 import functools
 import os
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -55,6 +60,10 @@ ERROR_KEY = "gw_error"
 """Result key: the trial's own code raised (the error's type); do not retry it."""
 LOST = "its process was lost"
 """How a retry line says a trial went, unless its node was preempted."""
+DRAIN_WAIT_S = 40.0
+"""How long a retry line waits for Ray to record the end of a drained node whose trial
+was lost: Ray's default health checks find a node gone within about 30 s (5 failed
+checks, 3 s apart, after a 10 s timeout)."""
 PREEMPTED = NodeDeathInfo.AUTOSCALER_DRAIN_PREEMPTED
 """How Ray records a node that ended while drained for preemption (``ray.nodes()``'s
 ``DeathReason``; the same test makes ``RayActorError.preempted``)."""
@@ -163,20 +172,39 @@ class Retries(Callback):
 
     def _node_end(self, key: str) -> str | None:
         """How trial ``key``'s node ended, as Ray recorded it: preempted (and the drain's
-        reason), else ``LOST``; None while it is up, unknown, or Ray does not answer."""
+        reason), else ``LOST``; None while it is up, unknown, or Ray does not answer.
+
+        A trial's process often dies before its node is recorded dead (the machine's
+        workers go first; the head notices the node only after its health checks fail),
+        so where the node is still up but being drained, this waits for Ray to record its
+        end, at most ``DRAIN_WAIT_S``: the drain's reason is only in that record. The
+        wait holds Tune's loop, once per lost trial of a drained node."""
         node = self._node.get(key)
+        if node is None:
+            return None
         try:
             import ray
+            from ray._private.state import state
 
-            dead = [n for n in ray.nodes() if n.get("NodeID") == node and not n.get("Alive")]
+            dead = _dead(ray.nodes(), node)
+            if dead is None and node in state.get_draining_nodes():
+                until = time.monotonic() + DRAIN_WAIT_S
+                while dead is None and time.monotonic() < until:
+                    time.sleep(0.5)
+                    dead = _dead(ray.nodes(), node)
         except Exception:  # noqa: BLE001 - only the wording depends on it
             return None
-        if not dead:
+        if dead is None:
             return None
-        if dead[0].get("DeathReason") != PREEMPTED:
+        if dead.get("DeathReason") != PREEMPTED:
             return LOST
-        why = str(dead[0].get("DeathReasonMessage") or "").strip()
+        why = str(dead.get("DeathReasonMessage") or "").strip()
         return f"its node was preempted ({why})" if why else "its node was preempted"
+
+
+def _dead(nodes: list[dict[str, Any]], node: str) -> dict[str, Any] | None:
+    """Node ``node``'s record in ``ray.nodes()`` once Ray has recorded it dead, else None."""
+    return next((n for n in nodes if n.get("NodeID") == node and not n.get("Alive")), None)
 
 
 def new_attempt(result: dict[str, Any]) -> str | None:

@@ -7,7 +7,8 @@ Once both trials on the second node are held there, the test preempts that node 
 cloud does with notice: ``ray drain-node --reason DRAIN_NODE_REASON_PREEMPTION
 --deadline-remaining-seconds NOTICE_S`` (Ray records the drain and places nothing new
 there, but ends nothing at the deadline: ending the machine is the cloud's part), then,
-the notice out, SIGTERM to the node's processes as a machine shutting down does. Ray
+the notice out, SIGTERM to the node's raylet, as Ray's own preemption test ends a drained
+node (``Cluster.end_second_node`` says why not to all its processes). Ray
 flags the trials lost with it as preempted, which Tune alone would not count against
 ``max_failures`` (``orchestrator.attempts``). Then:
 
@@ -67,8 +68,8 @@ def _held(runs: list[RunRow]) -> bool:
 
 
 def _preempt(cl: Cluster, url: str, moved: list[RunRow]) -> None:
-    """Drain the second node for preemption with ``NOTICE_S`` of notice, then end it as
-    its machine would at the deadline; its trials stay held (running, their first
+    """Drain the second node for preemption with ``NOTICE_S`` of notice, then end it
+    once the notice is out; its trials stay held (running, their first
     attempt) throughout the notice."""
     cl.drain_second_node(REASON, NOTICE_S)
     time.sleep(NOTICE_S)
@@ -93,6 +94,8 @@ def _run(tmp: Path, cfg: dict[str, Any]) -> tuple[str, str, set[str], str]:
             _preempt(cl, url, moved)
             go.touch()
             out = " ".join(finish_sweep(proc).split())  # the console wraps long lines
+            # how the head saw the drain and the node's end, for a failing case's message
+            out += "\nGCS: " + cl.gcs_says("drain", "Drain", "preempt", "dead", "heartbeat")
         finally:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGKILL)
@@ -119,7 +122,7 @@ def test_a_preempted_node_s_trials_go_on_from_their_checkpoints_one_attempt_each
 ) -> None:
     steps = 12
     url, out, keys, head = _run(tmp_path, _cfg("preempted", steps))
-    assert "went on at step" not in out, out[-3000:]
+    assert "went on at step" not in out, out[-6000:]
     for key, (r, got) in _steps(url).items():
         assert r.status == "completed", (key, r.status, r.error)
         assert got == list(range(1, steps + 1)), (key, got)
@@ -130,9 +133,9 @@ def test_a_preempted_node_s_trials_go_on_from_their_checkpoints_one_attempt_each
                 f"retry {key}: its node was preempted ({REASON}); starting it again from "
                 "its checkpoint after step 3 on a node still up (retry 1 of at most 2)"
             )
-            assert said in out, out[-3000:]
+            assert said in out, out[-6000:]
             assert r.config["placement"]["node_id"] == head, r.config["placement"]
-    assert out.count("; starting it again from ") == 2, out[-3000:]
+    assert out.count("; starting it again from ") == 2, out[-6000:]
 
 
 @pytest.mark.usefixtures("held")
@@ -147,8 +150,8 @@ def test_with_max_failures_0_a_preempted_node_s_trials_fail_in_one_line(tmp_path
                 f"{key} failed: its node was preempted ({REASON}), and max_failures (0) "
                 "allows no more retries"
             )
-            assert out.count(said) == 1, out[-3000:]
+            assert out.count(said) == 1, out[-6000:]
         else:
             assert (r.status, r.attempts) == ("completed", 1), (key, r.status, r.attempts)
             assert got == list(range(1, steps + 1)), (key, got)
-    assert "starting it again" not in out, out[-3000:]
+    assert "starting it again" not in out, out[-6000:]
