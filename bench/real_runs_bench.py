@@ -344,6 +344,54 @@ def fallback_tradeoff(runs: list[Run]) -> list[str]:
     return lines
 
 
+CAP_STEPS = 20
+"""The first trainer steps ``length_at_cap`` judges (its default ``window``)."""
+
+
+def at_cap_from_start(runs: list[Run], held: list[Run]) -> list[str]:
+    """The runs that look alike at step ``CAP_STEPS``: at the length cap on >= 80% of their
+    first steps and not learning there (gain of the second half's mean score over the
+    first's <= 0.25 of the widest batch spread, ``length_at_cap``'s defaults). At the cap:
+    clip ratio >= 0.5 where it is logged, else mean length within 5% of the largest mean
+    length of those same steps (the manifest criterion's fallback, made causal). Each with
+    its label, decided by the criterion over the whole run: the later steps are what tell
+    a run that learns after step 20 from one that never does."""
+    held_ids = {r.id for r in held}
+    lines = [
+        "| run | part | label | cap read from | steps at the cap | gain (spreads) |",
+        "|---|---|---|---|---|---|",
+    ]
+    counts = {"healthy": 0, "dead/degenerate": 0}
+    for r in sorted(runs, key=lambda r: (r.label != "healthy", r.id)):
+        first = int(r.rows[0]["step"])
+        rows = [x for x in r.rows if int(x["step"]) < first + CAP_STEPS]
+        clips = [float(x[N.CLIP_RATIO]) for x in rows if x.get(N.CLIP_RATIO) is not None]
+        lens = [float(x[N.RESPONSE_LENGTH_MEAN]) for x in rows
+                if x.get(N.RESPONSE_LENGTH_MEAN) is not None]  # fmt: skip
+        scores = [float(x[N.SCORE_MEAN]) for x in rows if x.get(N.SCORE_MEAN) is not None]
+        spreads = [float(x[N.SCORE_STD]) for x in rows if x.get(N.SCORE_STD) is not None]
+        if clips:
+            how, share = "clip ratio", sum(c >= 0.5 for c in clips) / len(clips)
+        elif len(lens) >= CAP_STEPS // 2:
+            how, share = "mean length", sum(x >= 0.95 * max(lens) for x in lens) / len(lens)
+        else:
+            continue
+        if share < 0.8 or len(scores) < 4:
+            continue
+        half = len(scores) // 2
+        gain = sum(scores[half:]) / (len(scores) - half) - sum(scores[:half]) / half
+        widest = max(spreads, default=0.0)
+        if widest > 0 and gain > 0.25 * widest:
+            continue
+        counts["healthy" if r.label == "healthy" else "dead/degenerate"] += 1
+        lines.append(f"| {r.id} | {'held out' if r.id in held_ids else 'calibration'} | "
+                     f"{r.label} | {how} | {share:.0%} | "
+                     f"{f'{gain / widest:+.2f}' if widest > 0 else 'no spread logged'} |")  # fmt: skip
+    lines += ["", f"Alike at step {CAP_STEPS}: {counts['healthy']} healthy, "
+              f"{counts['dead/degenerate']} dead/degenerate."]  # fmt: skip
+    return lines
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--corpus", type=Path, default=CORPUS)
@@ -418,6 +466,16 @@ def main() -> int:
         "all-equal steps (`frac`), its length and the streak (`k`), in trainer steps.",
         "",
         *fallback_tradeoff(runs),
+        "",
+        f"### At the cap from the start: what a rule sees at step {CAP_STEPS}",
+        "",
+        "Runs at the length cap on at least 80% of their first 20 steps and not learning",
+        "there. The manifest labels a run by its whole curve, so one that learns after",
+        "step 20 is healthy and one that never does is degenerate with the window 1-20:",
+        "no rule that reads only these steps can stop the second kind in its window and",
+        "spare the first.",
+        "",
+        *at_cap_from_start(runs, held),
         "",
         "### Every run: the step each policy stops it at",
         "",
