@@ -140,14 +140,17 @@ class ScoreState(Streak):
     rolling: Rolling = field(default_factory=Rolling)
     best: float | None = None
     crossed: Evidence | None = None
+    own: Streak = field(default_factory=Streak)
+    """How long the tests against the run's own history have crossed (``k_own``); the
+    state's own streak counts the control and floor tests (``k``)."""
 
 
 @register("score_collapse")
 @checked(frozen=True, kw_only=True, config=CHECKED)
 class ScoreCollapse(StreakRule):
     """The mean score has fallen below its own early level by ``drop`` of its early spread,
-    or below the control's at the same step by ``control_margin`` spreads, for ``k``
-    trainer steps. No absolute floor: every test is in the run's (or the control's) own
+    for ``k_own`` trainer steps, or below the control's at the same step by
+    ``control_margin`` spreads for ``k`` trainer steps. No absolute floor: every test is in the run's (or the control's) own
     units, so the decision is the same for any reward ``a*r + b`` (a > 0).
 
     The early level is the median score of the first ``baseline_steps`` trainer steps;
@@ -188,6 +191,16 @@ class ScoreCollapse(StreakRule):
     """The tests against the run's own history read the median score over this many
     trainer steps (the control test reads the step's own score): one-prompt steps of
     real runs swing too much to judge one at a time."""
+    k_own: Int | None = Field(default=None, ge=1)
+    """Trainer steps a fall below the run's own history (``drop``, ``from_best``) must
+    last; None: ``window`` (or ``k`` if larger), so that the fall holds over a whole
+    window of steps, not over a few windows that share most of their steps. Consecutive windows of 5 steps share 4,
+    so ``k`` = 2 asked next to nothing more than one window: on the real corpus it let
+    chance excursions of one-prompt runs (2-4 completions a step, step means swinging
+    over several spreads) stop 4 healthy runs, at steps 26-330; at ``window`` none, with
+    the same dead and degenerate runs caught (bench/results/real_runs_bench.md). The
+    ground truth's collapses are caught by the control test, which keeps ``k``
+    (bench/detection_bench.py)."""
     drop_without_spread: Float | None = Field(default=3.0, gt=0)
     """Where the log has no batch spread (no std, min or max: a score-only log), the unit
     is the range of the mean score over the early window, and the score must fall this
@@ -215,16 +228,31 @@ class ScoreCollapse(StreakRule):
         smooth = state.rolling.feed(s, step, self.window, high=True)  # a fall crosses
         if s is not None and smooth is not None:
             state.best = smooth if state.best is None else max(state.best, smooth)
-        state.crossed = None
+        own = other = None
         if s is not None and smooth is not None:
-            state.crossed = self._crossing(state, s, smooth, row, control, step)
-        extend(state, state.crossed is not None, step)
+            own = self._own(state, smooth)
+            other = self._other(s, row, control, step)
+        state.own.prev = state.prev
+        extend(state.own, own is not None, step)
+        extend(state, other is not None, step)
+        # the evidence: a test whose streak is long enough first
+        state.crossed = other if other is not None and state.n >= self.k else own or other
 
-    def _crossing(
-        self, state: ScoreState, raw: float, s: float, row: Row, control: ControlView, step: int
-    ) -> Evidence | None:
-        """``raw``: the score at the step (the control test); ``s``: its median over the
-        window (the tests against the run's own history)."""
+    def decide(self, state: ScoreState, row: Row, control: ControlView, step: int) -> Decision:
+        own_k = self.k_own if self.k_own is not None else max(self.k, self.window)
+        if state.crossed is None:
+            return self._go_on(step)
+        if state.crossed["crossed"] in ("own_early", "own_best"):
+            k, n = own_k, state.own.n
+        else:
+            k, n = self.k, state.n
+        if n < k:
+            return self._go_on(step)
+        return Decision("stop", self.name, step, {**state.crossed, "k": k, "streak": n})
+
+    def _own(self, state: ScoreState, s: float) -> Evidence | None:
+        """The tests against the run's own history, on ``s``: the score's median over the
+        window."""
         # the run's own unit: the early batch spread (root mean square: a step whose groups
         # all scored alike has spread 0), or the spread of its early means if larger
         rms, sd = state.early_spread.rms, state.early.sd
@@ -241,7 +269,10 @@ class ScoreCollapse(StreakRule):
         if own is not None and top is not None and best is not None and best - s > top * own:
             return {"crossed": "own_best", "score": s, "best_score": best, "early_spread": own,
                     "from_best": top, "units_below": (best - s) / own if own > 0 else "inf"}  # fmt: skip
-        s = raw
+        return None
+
+    def _other(self, s: float, row: Row, control: ControlView, step: int) -> Evidence | None:
+        """The floor and control tests, on ``s``: the score at the step."""
         if self.floor is not None and s < self.floor:
             return {"crossed": "floor", "score": s, "floor": self.floor}
         c_row = control.at(step)

@@ -202,14 +202,15 @@ def test_a_csv_infinity_stops_the_run(tmp_path: Path, capsys: Any) -> None:
 
 
 def test_rules_the_log_cannot_feed_are_skipped_and_named(tmp_path: Path, capsys: Any) -> None:
-    rows = [{"step": s, N.SCORE_MEAN: 0.5 if s < 15 else -0.1} for s in range(1, 21)]
+    rows = [{"step": s, N.SCORE_MEAN: 0.5 if s < 15 else -0.1} for s in range(1, 26)]
     p = write(tmp_path, "score_only.jsonl", jsonl(rows))
     assert replay_cli(p, control=None, rules=None, config=None, as_json=True) == 0
     out = json.loads(capsys.readouterr().out)
     fed = ("non_finite", "score_collapse")  # both read the score
     assert out["skipped_rules"] == [n for n in rules.names() if n not in fed]
-    # the median of the last 5 steps falls at step 17, below a flat early window: k=2
-    assert (out["rule"], out["step"]) == ("score_collapse", 18)
+    # the median of the last 5 steps falls at step 17, below a flat early window, and
+    # must stay there for a whole window (5 steps)
+    assert (out["rule"], out["step"]) == ("score_collapse", 21)
     assert replay_cli(p, control=None, rules=None, config=None, as_json=False) == 0
     text = capsys.readouterr().out
     assert f"skipped ess_collapse: log lacks {N.ess('post_tool')} or {N.IS_ESS}" in text

@@ -140,21 +140,37 @@ def test_empty_or_stepless_history_is_a_clear_error() -> None:
 def test_score_collapse_falls_below_its_own_early_level() -> None:
     hist = set_(healthy(random.Random(1)), 16, {N.SCORE_MEAN: -0.5})
     d = first(rules.get("score_collapse"), hist)
-    # the median of the last 5 steps is the fallen score from step 18; k=2: step 19
-    assert (d.action, d.step) == ("stop", 19)
+    # the median of the last 5 steps is the fallen score from step 18; the fall must last
+    # a whole window (k_own = window = 5): steps 18-22
+    assert (d.action, d.step) == ("stop", 22)
     assert d.evidence["crossed"] == "own_early" and d.evidence["score"] == -0.5
     assert math.isclose(float(d.evidence["early_spread"]), 0.45) and d.evidence["drop"] == 1.5
-    assert d.evidence["k"] == 2 and d.evidence["streak"] == 2
+    assert d.evidence["k"] == 5 and d.evidence["streak"] == 5
+    assert first(rules.get("score_collapse", k_own=2), hist).step == 19
     # no absolute floor: a run below zero from its first step that rises is healthy
     rising = [{"step": s, N.SCORE_MEAN: -3.0 + 0.05 * s, N.SCORE_STD: 0.4} for s in range(1, 40)]
     assert never(rules.get("score_collapse"), rising)
     # without a spread (no std, no min and max): the early range of the means is the unit
     bare = [{"step": r["step"], N.SCORE_MEAN: r[N.SCORE_MEAN]} for r in hist]
     d = first(rules.get("score_collapse"), bare)
-    assert d.step == 19 and d.evidence["drop"] == 3.0 and "early_range" in d.evidence
+    assert d.step == 22 and d.evidence["drop"] == 3.0 and "early_range" in d.evidence
     # the opt-in absolute floor, for a reward whose scale is known
     d = first(rules.get("score_collapse", floor=2.0, drop=None), rising)
     assert (d.step, d.evidence["crossed"], d.evidence["floor"]) == (3, "floor", 2.0)
+
+
+def test_score_collapse_spares_a_fall_shorter_than_its_window() -> None:
+    """A one-prompt run's step means swing over several spreads: four bad steps in a row
+    put the 5-step median below the early level for 2-4 steps (real corpus: hasonsk-llama31-d
+    at step 118), which ``k`` = 2 stopped. The fall must hold for a whole window; a fall
+    that does is stopped."""
+    hist = healthy(random.Random(3), steps=60)
+    dip = set_(hist, 30, {N.SCORE_MEAN: -0.5})
+    dip = [r if r["step"] < 34 else hist[r["step"] - 1] for r in dip]  # steps 30-33
+    r = rules.get("score_collapse")
+    assert never(r, dip)
+    assert first(rules.get("score_collapse", k_own=2), dip).step == 33
+    assert first(r, set_(hist, 30, {N.SCORE_MEAN: -0.5})).step == 36
 
 
 def test_score_collapse_below_control_by_margin() -> None:
