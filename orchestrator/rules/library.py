@@ -730,7 +730,11 @@ class ConstantAdvantage(StreakRule):
             return ev
         ev["score"] = s
         best, early, unit = state.best, state.early.level, state.widest
-        if self.saturation is None or best is None or early is None or unit is None:
+        if self.saturation is None or best is None or early is None or not unit:
+            # no spread yet, or none ever (no group has varied): a run that never had a
+            # learning signal did not rise to its best, its best is the luck of its
+            # prompts (real corpus: tsamtsam-gemma-grpo, reward_std 0 at every step, had
+            # its streak broken by each new high of its step means)
             return ev
         # All groups solved: at its best, a best it rose to
         if best - s <= self.saturation * unit and best - early > self.saturation * unit:

@@ -270,6 +270,20 @@ def test_constant_advantage_spares_saturation_but_not_a_run_dead_at_any_level() 
         assert (d.step, d.evidence["score"]) == (3, level)
 
 
+def test_constant_advantage_a_run_whose_groups_never_varied_is_not_saturated() -> None:
+    """Real corpus, tsamtsam-gemma-grpo: reward_std 0 at every step (each group's
+    completions identical), the step mean wandering 0.42-0.53 with the prompts. Each new
+    high of that mean was read as "at its best, a best it rose to" and broke the streak,
+    so the dead run was stopped at step 25, after its window. A best reached without any
+    group ever varying is not learned: no saturation spare."""
+    rng = random.Random(7)
+    dead = [{"step": s, N.SCORE_MEAN: 0.45 + rng.uniform(-0.04, 0.08), N.SCORE_STD: 0.0}
+            for s in range(1, 26)]  # fmt: skip
+    d = first(rules.get("constant_advantage"), dead)
+    assert d.step <= 14 and d.evidence["source"] == "score std vs early std"
+    assert "best_score" not in d.evidence
+
+
 def _relative(name: str, figure: str, early: float, late: float) -> list[Row]:
     return [{"step": s, figure: early if s < 10 else late} for s in range(1, 20)]
 
