@@ -44,11 +44,11 @@ Some names hold a data-dependent segment (prime-rl's agent name in
 ``train/agg/effective/<agent>/reward/mean``, ROLL's env tag in ``env/<tag>/success``):
 :data:`PATTERNS` match those, tried after the exact names. Left unmapped on purpose:
 
-- sums and complements of others (prime-rl's ``solved_none + solved_all``, Tinker's
-  ``1 - frac_mixed``, ROLL's ``group/all_correct_groups_ratio +
-  all_incorrect_groups_ratio`` for the zero-advantage share; ROLL's
-  ``actor/train_infer_final_mask_mean`` and ``actor/max_len_mask_ratio``, the shares
-  *kept*, 1.0 when the mask is off) and Tinker's ``kl_policy_base`` (a negative KL);
+- sums and complements of others, except those in :data:`DERIVED` (Tinker's and ROLL's
+  zero-advantage share): prime-rl's ``solved_none + solved_all`` (its names hold the
+  agent's), ROLL's ``actor/train_infer_final_mask_mean`` and ``actor/max_len_mask_ratio``
+  (the shares *kept*, 1.0 when the mask is off) and Tinker's ``kl_policy_base`` (a
+  negative KL);
 - counts and percentages posing as fractions: slime's ``rollout/zero_std/count_<r>``,
   SkyRL's ``reward/num_zero_variance_filtered``, ROLL's
   ``token/total_response_length/clip`` (counts), NeMo-RL's ``baseline_reward/pct_0`` and
@@ -74,7 +74,7 @@ for a source), :func:`mapped` (a row with gapwatch's names added), :data:`MAPS`.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
@@ -485,6 +485,59 @@ PATTERNS: Final[dict[Source, tuple[tuple[re.Pattern[str], Meaning], ...]]] = {
 """Names with a data-dependent segment (prime-rl's agent name, ROLL's env tag), per source;
 a name may also come with transformers' ``train/`` prefix taken off (``orchestrator.logs``)."""
 
+
+@dataclass(frozen=True)
+class Derived:
+    """A gapwatch figure a trainer logs only as a sum or complement of its own figures."""
+
+    name: str
+    """gapwatch's name."""
+    of: tuple[str, ...]
+    """The trainer's names it is computed from (each must be in the row)."""
+    how: Callable[[tuple[float, ...]], float]
+    """The figure from their values, in ``of``'s order."""
+    formula: str
+    """How, in the trainer's names (what ``gapwatch names`` and replay print)."""
+    note: str
+    """What it is, and how it differs from gapwatch's, if it does."""
+
+
+DERIVED: Final[dict[Source, tuple[Derived, ...]]] = {
+    "tinker": (
+        Derived(
+            N.ZERO_ADV_FRAC, ("env/all/by_group/frac_mixed",), lambda v: 1.0 - v[0],
+            "1 - env/all/by_group/frac_mixed",
+            "share of groups whose total rewards are all the same (all good or all bad: "
+            "rl/metric_util.py _compute_by_group_metrics), the groups with zero advantage",
+        ),
+    ),
+    "roll": (
+        Derived(
+            N.ZERO_ADV_FRAC,
+            ("group/all_correct_groups_ratio", "group/all_incorrect_groups_ratio"), sum,
+            "group/all_correct_groups_ratio + group/all_incorrect_groups_ratio",
+            "share of groups all correct or all incorrect (metrics_manager.py "
+            "add_group_metrics): at most the zero-advantage share, as a group whose "
+            "rewards are all the same but neither 0 nor 1 counts as mixed",
+        ),
+    ),
+}  # fmt: skip
+"""Per source, the figures computed from others: each only where all its inputs are
+numbers in the row, and never over a figure the row has under gapwatch's name. A share
+that can only be smaller than gapwatch's (ROLL's) makes ``constant_advantage`` later,
+never earlier."""
+
+
+def derive(row: Mapping[str, Any], source: Source) -> list[tuple[Derived, float]]:
+    """The :data:`DERIVED` figures of ``source`` that ``row`` has every input of."""
+    out = []
+    for d in DERIVED.get(source, ()):
+        vals = tuple(row.get(k) for k in d.of)
+        if all(isinstance(v, int | float) and not isinstance(v, bool) for v in vals):
+            out.append((d, float(d.how(vals))))  # type: ignore[arg-type]
+    return out
+
+
 _TRL_MARKS = frozenset({"reward", "frac_reward_zero_std", "completions/mean_length"})
 _TRL_OWN_MARKS = frozenset({"frac_reward_zero_std", "completions/mean_length"})
 """TRL's names no other trainer writes (``reward`` is also NeMo-RL's and OpenRLHF's,
@@ -574,4 +627,6 @@ def mapped(row: Mapping[str, Any], source: Source) -> dict[str, Any]:
         m = lookup(source, name)
         if m is not None and m.name not in out:
             out[m.name] = v
+    for d, v in derive(row, source):
+        out.setdefault(d.name, v)
     return out

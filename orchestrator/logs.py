@@ -333,7 +333,10 @@ class NameMapper:
         self.source: str | None = None if source == "auto" else source
         self._auto = source == "auto"
         self.used: dict[str, str] = {}
-        """Foreign name -> gapwatch name, for every mapping applied."""
+        """Foreign name (or a derived figure's formula) -> gapwatch name, for every
+        mapping applied."""
+        self.inputs: set[str] = set()
+        """The foreign names read into derived figures (``correction.name_maps.DERIVED``)."""
 
     def __call__(self, row: dict[str, Any]) -> dict[str, Any]:
         from correction import name_maps
@@ -368,6 +371,11 @@ class NameMapper:
             if m is not None and m.name not in out:
                 out[m.name] = v
                 self.used.setdefault(original[name], m.name)
+        for d, v in name_maps.derive(view, self.source):  # type: ignore[arg-type]
+            if d.name not in out:
+                out[d.name] = v
+                self.used.setdefault(d.formula, d.name)
+                self.inputs.update(original[k] for k in d.of)
         return out
 
     def describe(self) -> str | None:

@@ -54,7 +54,9 @@ def names_report(
     ours = gapwatch_names()
     rs = R.build({})
     unfed = rs.unfed(have, None)
-    foreign = sorted(n for n in have if n not in ours and n not in mapper.used)
+    foreign = sorted(
+        n for n in have if n not in ours and n not in mapper.used and n not in mapper.inputs
+    )
     draft = {n: g for n in foreign if (g := guess(n)) is not None and g not in have}
     return {
         "path": str(log), "format": rep.format, "steps": rep.steps,

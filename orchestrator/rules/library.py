@@ -660,7 +660,8 @@ class ConstantAdvantage(StreakRule):
     saturation: Float | None = Field(default=0.5, gt=0)
     """Spared (saturated) where the score is within this many spreads of its best so far
     and that best is more than this many spreads above the early level (spread: the
-    largest batch reward std seen so far, :func:`spread`). None: never spared. A group
+    largest batch reward std seen so far, :func:`spread`; where the log has none, the
+    range of the early step means). None: never spared. A group
     whose answers are all right has zero advantage too; a run that solved its task is
     not collapsing (the seed: the dead run's constant was -0.1, far below its best)."""
     window: Int = Field(default=1, ge=1)
@@ -730,6 +731,9 @@ class ConstantAdvantage(StreakRule):
             return ev
         ev["score"] = s
         best, early, unit = state.best, state.early.level, state.widest
+        if unit is None:
+            # no batch spread logged (Tinker's metrics): the range of the early step means
+            unit = state.early.span
         if self.saturation is None or best is None or early is None or not unit:
             # no spread yet, or none ever (no group has varied): a run that never had a
             # learning signal did not rise to its best, its best is the luck of its

@@ -9,13 +9,16 @@ Key sets are copied from each trainer's source at the commits in ``name_maps``'s
 
 from __future__ import annotations
 
+import json
 import typing
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from correction import name_maps
 from correction import names as N
+from orchestrator import rules
 from orchestrator.logs import NameMapper, gapwatch_names
 
 # slime: a trainer dict (model.py, ``train/*``), the Megatron-side rollout dict and the
@@ -226,7 +229,8 @@ def test_counts_percentages_and_look_alikes_are_left_unmapped(source: Any) -> No
     for name in TRAPS[source]:
         assert name_maps.lookup(source, name) is None, name
     out = NameMapper(source)({"step": 1, **{n: 40.0 for n in TRAPS[source]}})
-    assert set(out) == {"step", *TRAPS[source]}  # nothing added
+    derived = {d.name for d in name_maps.DERIVED.get(source, ())}
+    assert set(out) - derived == {"step", *TRAPS[source]}  # nothing mapped
 
 
 def test_a_within_group_std_is_not_the_batch_std() -> None:
@@ -313,3 +317,54 @@ def test_each_source_is_accepted_where_names_are_chosen() -> None:
         assert source in NAMES_HELP
         assert CommandWorker(command=["train"], names=source).names == source
         assert NameMapper(source).source == source
+
+
+TINKER_LOG = (
+    Path(__file__).parents[1] / "fixtures" / "logs" / "tinker" / "arithmetic_metrics.head30.jsonl"
+)
+
+
+def test_tinkers_zero_advantage_share_is_one_minus_its_mixed_share_on_a_real_log() -> None:
+    """The Tinker cookbook logs no zero-advantage share, only ``by_group/frac_mixed`` (the
+    share of groups whose total rewards are not all the same): its complement is exactly
+    the share with zero advantage, so ``constant_advantage`` reads Tinker logs. A real
+    run (tests/fixtures/logs/README.md): its reward rises from 0.68 to 1.0 in 4 steps and
+    every group is then solved: saturated, so it is spared; the same rows with the score
+    held at its first value (no rise: a run stuck, not solved) are stopped."""
+    rows = [json.loads(line) for line in TINKER_LOG.read_text().splitlines()]
+    mapper = NameMapper()
+    mapped = [mapper(r) for r in rows]
+    assert mapper.source == "tinker"
+    for r, m in zip(rows, mapped, strict=True):
+        assert m[N.ZERO_ADV_FRAC] == pytest.approx(1.0 - r["env/all/by_group/frac_mixed"])
+        assert m[N.ZERO_ADV_FRAC] == pytest.approx(
+            r["env/all/by_group/frac_all_good"] + r["env/all/by_group/frac_all_bad"]
+        )
+    assert mapper.used["1 - env/all/by_group/frac_mixed"] == N.ZERO_ADV_FRAC
+    assert "env/all/by_group/frac_mixed" in mapper.inputs
+    ca = rules.build().select(["constant_advantage"])
+    w = ca.watch()
+    assert not [d for m in mapped for d in w.step(m) if d.action == "stop"]  # saturated
+    stuck = [{**m, N.SCORE_MEAN: mapped[0][N.SCORE_MEAN]} for m in mapped]
+    w = ca.watch()
+    stops = [d for m in stuck for d in w.step(m) if d.action == "stop"]
+    assert stops and stops[0].step == 5 and stops[0].evidence["zero_group_frac"] >= 0.9
+
+
+def test_rolls_zero_advantage_share_is_at_most_the_true_one() -> None:
+    """ROLL counts a group all at 0.5 as mixed: all-correct + all-incorrect is a lower
+    bound of the zero-advantage share, which can make ``constant_advantage`` later, never
+    earlier. Only where both inputs are numbers."""
+    out = NameMapper("roll")({"step": 1, **ROLL_RLVR})
+    assert out[N.ZERO_ADV_FRAC] == pytest.approx(0.5)
+    assert "group/mixed_groups_ratio" in out  # the trainer's own kept
+    half = {k: v for k, v in ROLL_RLVR.items() if k != "group/all_incorrect_groups_ratio"}
+    assert N.ZERO_ADV_FRAC not in NameMapper("roll")({"step": 1, **half})
+    nan = {**ROLL_RLVR, "group/all_incorrect_groups_ratio": "n/a"}
+    assert N.ZERO_ADV_FRAC not in NameMapper("roll")({"step": 1, **nan})
+    for source, derived in name_maps.DERIVED.items():
+        assert source in name_maps.SOURCES
+        for d in derived:
+            assert d.name in gapwatch_names() and all(
+                name_maps.lookup(source, k) is None for k in d.of
+            )

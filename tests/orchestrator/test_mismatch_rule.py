@@ -43,7 +43,7 @@ def test_prime_rl_and_tinker_rows_are_told_apart_and_mapped_without_a_names_file
     out = tinker({"step": 1, **TINKER})
     assert tinker.source == "tinker"
     assert out[N.KL] == 0.0007 and out[N.K2_KL] == 0.0004 and out[N.SCORE_MEAN] == 0.42
-    assert N.ZERO_ADV_FRAC not in out  # a complement (1 - frac_mixed) is not a name map
+    assert out[N.ZERO_ADV_FRAC] == pytest.approx(0.4)  # derived: 1 - frac_mixed
     # another agent's name is matched too; a name of no trainer is left alone
     assert name_maps.lookup("prime-rl", "train/agg/effective/solver/reward/mean") is not None
     assert name_maps.lookup("prime-rl", "train/agg/effective/reward/extra/mean") is None
