@@ -316,6 +316,13 @@ class Learning:
       has learned since its start is improving);
     - its level just before the sign: the median of the ``steps`` trainer steps before
       the sign's first crossing (a run still gaining as the sign comes is improving).
+      For a sign smoothed over a window (a median of ``w`` steps), those end ``lag`` =
+      ``w // 2 + 1`` steps before the crossing: the median crosses only once more than
+      half its window has changed, so the steps just before the crossing are already
+      the sign's. Without the lag, a score that changed with the figure made the
+      reference a mixture of before and after, whose median and spread sat exactly on
+      the test's line (found by the logging-interval property test: the same run logged
+      every 2nd step was decided the other way).
 
     The score improves where it is above either by more than ``margin`` units. Unknown
     (None) where neither reference exists yet (a sign from the first step, before the
@@ -331,9 +338,16 @@ class Learning:
     """The first step of the sign's current crossing (None: not crossing)."""
 
     def feed(
-        self, score: float | None, step: int, crossing: bool, steps: int, window: int
+        self,
+        score: float | None,
+        step: int,
+        crossing: bool,
+        steps: int,
+        window: int,
+        lag: int = 0,
     ) -> dict[str, float] | None:
-        """Fold the row at ``step`` in (``crossing``: the sign crosses there). The score's
+        """Fold the row at ``step`` in (``crossing``: the sign crosses there; ``lag``: the
+        trainer steps by which the sign's smoothing delays its crossing). The score's
         figures while the sign crosses (``score_since_sign`` and the references), or None:
         not crossing, or unknown."""
         self.early.feed(score, step, steps)
@@ -341,12 +355,12 @@ class Learning:
             self.sign_from = None
             if score is not None:
                 self.recent.append((step, score))
-            while self.recent and self.recent[0][0] <= step - steps:
+            while self.recent and self.recent[0][0] <= step - steps - lag:
                 self.recent.popleft()
             return None
         if self.sign_from is None:
             self.sign_from, self.since = step, Rolling()
-            vals = [v for _, v in self.recent]
+            vals = [v for s, v in self.recent if s <= step - lag]
             self.before = (statistics.median(vals), statistics.pstdev(vals)) if vals else None
         latest = self.since.feed(score, step, min(step - self.sign_from + 1, window))
         refs: dict[str, float] = {}
@@ -816,9 +830,11 @@ class RelativeRule(StreakRule):
             if line is not None and (smooth < line if self.falls else smooth >= line):
                 state.crossed = {"figure": self.figure, "value": smooth, "early": early,
                                  "line": line, "times_early": smooth / early}  # fmt: skip
+        lag = self.window // 2 + 1 if self.window > 1 else 0
         score = state.learning.feed(
-            value(row, N.SCORE_MEAN), step, state.crossed is not None, SCORE_STEPS, SCORE_WINDOW
-        )
+            value(row, N.SCORE_MEAN), step, state.crossed is not None, SCORE_STEPS,
+            SCORE_WINDOW, lag,
+        )  # fmt: skip
         if state.crossed is not None and score is not None:
             state.crossed.update(score)
             if self.improving is not None and Learning.improving(score, self.improving):

@@ -87,6 +87,27 @@ def test_without_a_score_the_sign_alone_decides_and_the_reports_say_so(name: str
     assert rules.RuleSet((rules.get(name),)).caveats(have | {N.SCORE_MEAN}) == {}
 
 
+def test_the_level_before_a_smoothed_sign_is_read_before_the_figure_changed() -> None:
+    """Found by the logging-interval property test: the gradient norm jumps 150x at step
+    41 and the score rises back to its early level with it. The norm's 10-step median
+    crosses at step 46, so "the 10 steps before the sign" were half before the jump and
+    half after: their median and spread put the test exactly on its line, and the same
+    run logged every 2nd step was decided the other way. The reference now ends before
+    the smoothing window that made the crossing: the score rose from it, the run is
+    spared, and both logs agree."""
+    rows = []
+    for s in range(1, 81):
+        score, norm = (0.0, 0.0) if s < 26 else (-1 / 7, 0.2) if s < 41 else (0.0, 30.0)
+        rows.append({"step": s, N.SCORE_MEAN: score, N.SCORE_STD: 0.0, N.GRAD_NORM: norm})
+    rule = rules.get("grad_norm_blowup", window=10, baseline_steps=10)
+    assert _stop(rule, rows) is None
+    assert _stop(rule, [r for r in rows if r["step"] % 2 == 0]) is None
+    # the same jump with the score held at its level before the jump: stopped, both ways
+    flat = [{**r, N.SCORE_MEAN: -1 / 7} if r["step"] >= 26 else r for r in rows]
+    dense, sparse = _stop(rule, flat), _stop(rule, [r for r in flat if r["step"] % 2 == 0])
+    assert dense is not None and sparse is not None and abs(dense.step - sparse.step) < 4
+
+
 def test_a_trl_run_whose_norm_grows_as_learning_begins_is_not_stopped() -> None:
     # issue 28: every group scored alike at first (norms ~0.02, reward flat), then learning
     # began: the norm ~2 (100x) while the reward rose
