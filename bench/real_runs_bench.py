@@ -102,6 +102,9 @@ class Run:
     """The reader gapwatch chose (``LogReport.format``)."""
     trainer: str = ""
     """The trainer that wrote it (the manifest's), and whose names were read."""
+    uncertain: bool = False
+    """The manifest's flag: the label rests on a noisy or flat reward, a short run, few
+    generations per prompt or a judgement about the cap (its ``reason`` says which)."""
 
     @property
     def key(self) -> str:  # what detection_bench's rlwatch runner keys stops by
@@ -137,7 +140,8 @@ def load(corpus: Path) -> tuple[list[Run], list[str]]:
         runs.append(Run(entry["id"], entry["label"], rows, window, str(entry.get("signal") or ""),
                         str(entry.get("format", "")), int(entry.get("logging_interval") or 1),
                         reader=stream.report.format,
-                        trainer=f"{entry.get('trainer', '?')} ({mapper.source} names)"))  # fmt: skip
+                        trainer=f"{entry.get('trainer', '?')} ({mapper.source} names)",
+                        uncertain=bool(entry.get("uncertain"))))  # fmt: skip
     return runs, problems
 
 
@@ -419,6 +423,12 @@ def main() -> int:
         for name, stops in policies:
             if stops is not None:
                 table.append(row(score(name, stops, part_runs), f"{name}, {part}"))
+    # the same, on the runs whose label the manifest does not flag as uncertain
+    certain = [r for r in held if not r.uncertain]
+    table.append(row(score("d", defaults, certain),
+                     "gapwatch: default rules, held out, certain labels only"))  # fmt: skip
+    not_caught = [r for r in held if r.window is not None
+                  and (defaults.get(r.id) is None or not r.window[0] <= defaults[r.id] <= r.window[1])]  # fmt: skip
     d_held = score("d", defaults, held)
     target = (
         d_held.false_stops == 0 and d_held.premature == 0 and d_held.caught >= 0.85 * d_held.bad
@@ -444,6 +454,18 @@ def main() -> int:
         "Target on the held-out part (gapwatch's defaults): 0 healthy runs stopped, >= 85% "
         f"of dead/degenerate runs caught in their window, none premature: "
         f"{'met' if target else 'NOT met'}.",
+        "",
+        "Held-out dead/degenerate runs the defaults miss or stop late: "
+        + (
+            ", ".join(
+                f"{r.id} ({'uncertain' if r.uncertain else 'certain'} label)" for r in not_caught
+            )
+            or "none"
+        )  # fmt: skip
+        + ". "
+        "The manifest flags a label uncertain where it rests on a noisy or flat reward, a "
+        "short run, few generations per prompt or a judgement about the cap; the row "
+        '"certain labels only" leaves those runs out.',
         "",
         "### By kind: reader, trainer, rule (gapwatch's defaults, held out)",
         "",
