@@ -28,12 +28,11 @@ from collections.abc import Callable, Iterator
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
+from store.schema import INTERRUPTED
+
 if TYPE_CHECKING:
     from orchestrator.tracked import TrackedRun
 
-INTERRUPTED = "interrupted"
-"""The ``stop_rule`` of a run stopped by Ctrl-C (SIGINT): not a rule but a person; the
-run is ``stopped`` at its newest step, the reason in its ``error``."""
 ENDING_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 

@@ -24,6 +24,10 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 SWEEP_STATUSES = ("running", "completed", "interrupted", "failed")
 RUN_STATUSES = ("running", "completed", "stopped", "failed")
+INTERRUPTED = "interrupted"
+"""The ``stop_rule`` of a run stopped by Ctrl-C (SIGINT): not a rule but a person; the
+run is ``stopped`` at its newest step, the reason in its ``error``. Not a collapse: the
+UI counts it neither as collapsed nor as steps saved by early stopping."""
 ROLES = ("control", "treatment")
 ACTIONS = ("continue", "warn", "stop")
 FLAGS = ("nan", "inf", "-inf")

@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 
 from correction import names
-from store.schema import RUN_STATUSES
+from store.schema import INTERRUPTED, RUN_STATUSES
 
 BUDGET_KEYS: tuple[str, ...] = ("steps", "max_steps", "total_steps", "num_steps")
 """Config keys that may hold a run's step budget (the first one present wins)."""
@@ -197,10 +197,17 @@ def steps_survived(row: Mapping[str, Any]) -> int | None:
     return None if used is None or pd.isna(used) else int(used)
 
 
+def stopped_by_rule(table: pd.DataFrame) -> pd.Series:
+    """Which runs a rule stopped: ``stopped``, but not by a person (Ctrl-C, stop rule
+    :data:`store.schema.INTERRUPTED`)."""
+    return (table["status"] == "stopped") & (table["stop rule"] != INTERRUPTED)
+
+
 def steps_saved(table: pd.DataFrame) -> int:
-    """Trial-steps early stopping saved: sum over stopped runs of budget - stop step."""
+    """Trial-steps early stopping saved: sum over the runs a rule stopped of budget - stop
+    step (a run a person interrupted saved nothing by early stopping)."""
     total = 0
-    stopped = table[(table["status"] == "stopped") & table["budget"].notna()]
+    stopped = table[stopped_by_rule(table) & table["budget"].notna()]
     for budget, stop, used in zip(
         stopped["budget"], stopped["stop step"], stopped["steps used"], strict=True
     ):

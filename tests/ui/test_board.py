@@ -8,6 +8,7 @@ import pandas as pd
 import pytest
 
 from correction import names
+from store.schema import INTERRUPTED
 from ui import board, data
 
 
@@ -61,6 +62,12 @@ def test_leaderboard_spread_ranks_and_overlaps() -> None:
         pytest.approx(46 / 3),
     )
     assert bb["collapsed"] == "1/3"
+    # a run a person interrupted (Ctrl-C) is not a collapse
+    interrupted = [r if r["id"] != 7 else {**r, "stop_rule": INTERRUPTED} for r in RUNS]
+    assert (
+        board.leaderboard(table(interrupted), {}).set_index("strategy").loc["q2 + B", "collapsed"]
+        == "0/3"
+    )
     assert a["score vs control"] == pytest.approx(a["final score"] - ctl["final score"])
 
 

@@ -9,6 +9,7 @@ import pandas as pd
 import pytest
 
 from correction import names
+from store.schema import INTERRUPTED
 from ui import data
 
 
@@ -67,6 +68,10 @@ def test_runs_table_columns_and_values() -> None:
 def test_steps_saved_sums_budget_minus_stop_step() -> None:
     t = data.runs_table(RUNS, LATEST)
     assert data.steps_saved(t) == (20 - 6) + (20 - 8)
+    # a run a person stopped (Ctrl-C) saved nothing by early stopping
+    t.loc[t["stop rule"] == "score_collapse", "stop rule"] = INTERRUPTED
+    assert data.steps_saved(t) == 20 - 8
+    assert list(data.stopped_by_rule(t)) == [False, False, False, False, True, False]
 
 
 def test_filter_and_sort() -> None:
