@@ -38,7 +38,12 @@ console dict are their sinks):
   (``train/*`` in W&B and TensorBoard; the console dict has them without ``train/``);
 - AReaL (inclusionAI/AReaL @ 4aef98d8, 2026-05-21): ``areal/trainer/ppo/actor.py``
   (``ppo_actor/*``, ``stats_tracker`` names ``<scope>/<name>/avg|min|max``) and
-  ``areal/workflow/multi_turn.py`` (``rollout/*``).
+  ``areal/workflow/multi_turn.py`` (``rollout/*``);
+- Oat (sail-sg/oat @ c1a074c3, 2025-10-31): ``oat/algorithms/ppo.py`` (the learner's
+  ``train/*``, the actor's ``actor/*``) and ``oat/learners/base.py`` (``misc/*``; one dict
+  per ``logging_steps``, pretty-printed on the console and sent to W&B with ``--use-wb``).
+  Its PPO learner logs the mismatch by default: ``train/kl_sample_train_v1`` (k1) and the
+  signed extremes of p_sampler - p_learner.
 
 Some names hold a data-dependent segment (prime-rl's agent name in
 ``train/agg/effective/<agent>/reward/mean``, ROLL's env tag in ``env/<tag>/success``):
@@ -73,6 +78,7 @@ for a source), :func:`mapped` (a row with gapwatch's names added), :data:`MAPS`.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -82,11 +88,11 @@ from correction import names as N
 
 Source = Literal[
     "gapwatch", "verl", "trl", "prime-rl", "tinker",
-    "slime", "skyrl", "nemo-rl", "roll", "openrlhf", "areal",
+    "slime", "skyrl", "nemo-rl", "roll", "openrlhf", "areal", "oat",
 ]  # fmt: skip
 SOURCES: Final[tuple[Source, ...]] = (
     "gapwatch", "verl", "trl", "prime-rl", "tinker",
-    "slime", "skyrl", "nemo-rl", "roll", "openrlhf", "areal",
+    "slime", "skyrl", "nemo-rl", "roll", "openrlhf", "areal", "oat",
 )  # fmt: skip
 
 
@@ -458,10 +464,34 @@ AREAL: Final[dict[str, Meaning]] = {
 """AReaL's names (``StatsLogger``: W&B, SwanLab, trackio, TensorBoard, and its console
 table)."""
 
+OAT: Final[dict[str, Meaning]] = {
+    "actor/rewards": Meaning(N.SCORE_MEAN, "mean reward of the actor's responses"),
+    "actor/response_tok_len": Meaning(N.RESPONSE_LENGTH_MEAN, "mean response tokens"),
+    "actor/sampling_max_tokens": Meaning(N.RESPONSE_BUDGET, "the sampler's max_tokens"),
+    "train/entropy": Meaning(
+        N.ENTROPY, "mean token entropy of the learner (the round's last minibatch)"
+    ),
+    "train/policy_grad_norm": Meaning(N.GRAD_NORM, "largest gradient norm of the round"),
+    "train/pg_loss": Meaning(N.PG_LOSS, "policy-gradient loss (the round's last minibatch)"),
+    "train/pg_clipfrac": Meaning(N.PG_CLIPFRAC, "share of tokens clipped, the round's mean"),
+    "train/kl_sample_train_v1": Meaning(
+        N.KL, "mean(logp_sampler - logp_learner) over response tokens: the k1 estimator"
+    ),
+    "train/kl_sample_train_v2": Meaning(
+        N.K2_KL, "0.5 * mean((logp_sampler - logp_learner)^2): the k2 estimator, not k3"
+    ),
+}
+"""Oat's names (its console dict and W&B; the math RL example and the PPO learner). Left
+unmapped: ``train/kl3`` (the k3 KL to the reference summed over each sequence, not a
+per-token mean), ``train/all_zero_rewards_count`` and ``all_one_rewards_count`` (counts
+of groups, with no group count logged beside them), ``train/logprobs_diff_max|min``
+(new vs old policy: the update's own drift, not the mismatch); ``actor/no_eos_count``
+and the prob-diff extremes are read into :data:`DERIVED` figures."""
+
 MAPS: Final[dict[Source, dict[str, Meaning]]] = {
     "gapwatch": {}, "verl": VERL, "trl": TRL, "prime-rl": PRIME_RL, "tinker": TINKER,
     "slime": SLIME, "skyrl": SKYRL, "nemo-rl": NEMO_RL, "roll": ROLL, "openrlhf": OPENRLHF,
-    "areal": AREAL,
+    "areal": AREAL, "oat": OAT,
 }  # fmt: skip
 
 PATTERNS: Final[dict[Source, tuple[tuple[re.Pattern[str], Meaning], ...]]] = {
@@ -511,6 +541,23 @@ DERIVED: Final[dict[Source, tuple[Derived, ...]]] = {
             "rl/metric_util.py _compute_by_group_metrics), the groups with zero advantage",
         ),
     ),
+    "oat": (
+        Derived(
+            N.CLIP_RATIO, ("actor/no_eos_count", "actor/num_data"),
+            lambda v: v[0] / v[1] if v[1] > 0 else math.nan,
+            "actor/no_eos_count / actor/num_data",
+            "share of responses cut at max_tokens without an end-of-sequence token "
+            "(both averaged over the actors alike, so the ratio is the batch's)",
+        ),
+        Derived(
+            N.PROBS_DIFF_MAX,
+            ("train/sampler_learner_prob_diff_max", "train/sampler_learner_prob_diff_min"),
+            lambda v: max(v[0], -v[1]),
+            "max(train/sampler_learner_prob_diff_max, -train/sampler_learner_prob_diff_min)",
+            "largest |p_sampler - p_learner| over the round's response tokens (Oat logs the "
+            "signed extremes; masked tokens count as 0, so max >= 0 >= min)",
+        ),
+    ),
     "roll": (
         Derived(
             N.ZERO_ADV_FRAC,
@@ -528,13 +575,18 @@ that can only be smaller than gapwatch's (ROLL's) makes ``constant_advantage`` l
 never earlier."""
 
 
-def derive(row: Mapping[str, Any], source: Source) -> list[tuple[Derived, float]]:
-    """The :data:`DERIVED` figures of ``source`` that ``row`` has every input of."""
+def derive(row: Mapping[str, Any], source: Source) -> list[tuple[Derived, float, tuple[str, ...]]]:
+    """The :data:`DERIVED` figures of ``source`` that ``row`` has every input of (each
+    input under its name or without transformers' ``train/`` prefix): (figure, value, the
+    names read)."""
     out = []
     for d in DERIVED.get(source, ()):
-        vals = tuple(row.get(k) for k in d.of)
+        keys = tuple(k if k in row else k.removeprefix("train/") for k in d.of)
+        vals = tuple(row.get(k) for k in keys)
         if all(isinstance(v, int | float) and not isinstance(v, bool) for v in vals):
-            out.append((d, float(d.how(vals))))  # type: ignore[arg-type]
+            v = float(d.how(vals))  # type: ignore[arg-type]
+            if math.isfinite(v):
+                out.append((d, v, keys))
     return out
 
 
@@ -545,6 +597,10 @@ _TRL_OWN_MARKS = frozenset({"frac_reward_zero_std", "completions/mean_length"})
 _VERL_MARKS = frozenset({"critic/score/mean", "timing_s/step", "actor/pg_loss"})
 _PRIME_MARKS = frozenset({"mismatch_kl/all/mean", "entropy/all/mean", "is_masked/mean"})
 _TINKER_MARKS = frozenset({"optim/kl_sample_train_v1", "env/all/reward/total"})
+_OAT_MARKS = frozenset({
+    "actor/response_tok_len", "actor/sampling_max_tokens", "misc/global_step",
+    "train/sampler_learner_prob_diff_max",
+})  # fmt: skip
 _NEMO_RL_MARKS = frozenset({
     "train/gen_kl_error", "train/token_mult_prob_error", "train/approx_entropy",
     "train/mean_gen_tokens_per_sample", "train/natural_termination_rate",
@@ -569,12 +625,13 @@ _ROLL_MARKS = frozenset({
     "actor/ppo_ratio_clipfrac", "token/response_length/mean", "tokens/response_length/mean",
 })  # fmt: skip
 _OWN_MARKS: Final[tuple[tuple[Source, frozenset[str]], ...]] = (
-    ("nemo-rl", _NEMO_RL_MARKS), ("openrlhf", _OPENRLHF_MARKS), ("slime", _SLIME_MARKS),
-    ("skyrl", _SKYRL_MARKS), ("areal", _AREAL_MARKS), ("roll", _ROLL_MARKS),
+    ("oat", _OAT_MARKS), ("nemo-rl", _NEMO_RL_MARKS), ("openrlhf", _OPENRLHF_MARKS),
+    ("slime", _SLIME_MARKS), ("skyrl", _SKYRL_MARKS), ("areal", _AREAL_MARKS),
+    ("roll", _ROLL_MARKS),
 )  # fmt: skip
 """Names only that trainer writes, told before TRL's ``reward`` and verl's names (NeMo-RL
 and OpenRLHF log a ``reward``; ROLL logs verl's ``critic/score/mean`` and
-``actor/kl_loss``). A mark may come with its ``train/`` prefix taken off."""
+``actor/kl_loss``); Oat's first, as it also logs slime's ``train/pg_clipfrac``. A mark may come with its ``train/`` prefix taken off."""
 
 
 def _marked(have: set[str], marks: frozenset[str]) -> bool:
@@ -627,6 +684,6 @@ def mapped(row: Mapping[str, Any], source: Source) -> dict[str, Any]:
         m = lookup(source, name)
         if m is not None and m.name not in out:
             out[m.name] = v
-    for d, v in derive(row, source):
+    for d, v, _ in derive(row, source):
         out.setdefault(d.name, v)
     return out

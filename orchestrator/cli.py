@@ -48,7 +48,7 @@ FORMAT_HELP = (
 )
 NAMES_HELP = (
     "Whose metric names the log uses: auto, gapwatch, verl, trl, prime-rl, tinker, slime, "
-    "skyrl, nemo-rl, roll, openrlhf, areal, or a YAML file mapping yours to gapwatch's "
+    "skyrl, nemo-rl, roll, openrlhf, areal, oat, or a YAML file mapping yours to gapwatch's "
     "({reward: critic/score/mean})."
 )
 STEP_FIELD_HELP = "keyvalue logs: the field that holds the step (default: step, global_step, ...)."

@@ -66,7 +66,7 @@ class CommandWorker(Strict):
     trl_state, console_dicts, verl_console, tensorboard, mlflow, trackio, ...)."""
     names: str = "auto"
     """Whose metric names it uses: auto, a built-in map (``correction.name_maps.SOURCES``:
-    gapwatch, verl, trl, prime-rl, tinker, slime, skyrl, nemo-rl, roll, openrlhf, areal),
+    gapwatch, verl, trl, prime-rl, tinker, slime, skyrl, nemo-rl, roll, openrlhf, areal, oat),
     or a YAML name map file ``{their_name: gapwatch_name}`` (relative to ``{workdir}``)."""
     distributions: str | None = None
     """Where the trainer writes each step's |log-ratio| sketches, if it does: JSONL of

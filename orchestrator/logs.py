@@ -371,11 +371,11 @@ class NameMapper:
             if m is not None and m.name not in out:
                 out[m.name] = v
                 self.used.setdefault(original[name], m.name)
-        for d, v in name_maps.derive(view, self.source):  # type: ignore[arg-type]
+        for d, v, keys in name_maps.derive(view, self.source):  # type: ignore[arg-type]
             if d.name not in out:
                 out[d.name] = v
                 self.used.setdefault(d.formula, d.name)
-                self.inputs.update(original[k] for k in d.of)
+                self.inputs.update(original[k] for k in keys)
         return out
 
     def describe(self) -> str | None:

@@ -16,6 +16,7 @@ from typing import Any
 from correction import names as N
 from orchestrator import rules as R
 from orchestrator.logs import NameMapper, ReadOptions, gapwatch_names, open_log
+from orchestrator.readers.base import STEP_ALIASES
 
 # (pattern on a foreign name, the gapwatch name it may be): first match wins; a guess
 GUESSES: tuple[tuple[re.Pattern[str], str], ...] = tuple(
@@ -49,7 +50,7 @@ def names_report(
     have: set[str] = set()
     for row in stream:
         have.update(mapper(row))
-    have.discard("step")
+    have.difference_update(STEP_ALIASES)  # the step, whatever its name
     rep = stream.report
     ours = gapwatch_names()
     rs = R.build({})

@@ -32,11 +32,11 @@ MAX_WHOLE = 512 << 20
 
 STEP_ALIASES: tuple[str, ...] = (
     "step", "_step", "global_step", "train/global_step", "trainer/global_step", "Step",
-    "iteration", "iter", "update",
+    "misc/global_step", "iteration", "iter", "update",
 )  # fmt: skip
 """Names a log's step goes by, in this order of preference: W&B's ``_step``, transformers'
-``global_step`` (and its trackers' ``train/``/``trainer/`` forms), hand-written loops'
-``iteration``/``iter``/``update``."""
+``global_step`` (and its trackers' ``train/``/``trainer/`` forms), Oat's
+``misc/global_step``, hand-written loops' ``iteration``/``iter``/``update``."""
 
 
 class LogError(ValueError):

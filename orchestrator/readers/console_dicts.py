@@ -4,13 +4,15 @@ text, as recent transformers print them), among progress bars, warnings and anyt
 else a run prints.
 
 Each printed dict (a line holding ``{'...': ...}`` that ``ast.literal_eval`` reads) is an
-entry; every other line is noise, skipped. The trainer's summary at the end
+entry; every other line is noise, skipped. A dict pretty-printed over several lines
+(``pprint``: Oat's learner prints its ``logs_dict`` so, one key a line, the last line
+ending in ``}``) is joined and read as one, up to ``MAX_DICT_LINES`` lines. The trainer's summary at the end
 (``train_runtime``, ``train_loss``) is not a step. Evaluation dicts (``eval_*`` names
 only) join the step before them.
 
 The dicts carry no step; it is taken, in this order of preference, from:
 
-1. a ``step`` / ``global_step`` in the dict;
+1. a ``step`` / ``global_step`` in the dict (Oat's ``misc/global_step``);
 2. ``--logging-steps K`` (the trainer's ``logging_steps``): the n-th dict is step n*K;
 3. a whole file read at once (``replay``): the epoch fraction with the total steps of
    the training bar (``| 0/1875 [``): the last dict's epoch over the run's epochs (the
@@ -51,6 +53,10 @@ _BAR = re.compile(r"^\s*\d+%\|[^|]*\|\s*(\d+)/(\d+)\s*\[")
 """transformers' training bar: no description before its percentage (the bars of
 loading, mapping and saving have one: ``Loading checkpoint shards: 50%|...``)."""
 SUMMARY = frozenset({"train_runtime", "train_samples_per_second", "train_steps_per_second"})
+MAX_DICT_LINES = 2000
+"""The most lines a pretty-printed dict is gathered over before it is given up as noise."""
+STEP_KEYS = ("step", "global_step", "misc/global_step")
+_BLOCK = re.compile(r"\{\s*'[^']+'\s*:[^{}]*\}", re.DOTALL)
 
 
 def find_dict(text: str) -> dict[str, object] | None:
@@ -86,14 +92,19 @@ class ConsoleDicts(LineReader):
         self.source: str | None = None
         """The step source chosen at the first dict (kept for the file)."""
         self.first_epoch: float | None = None
+        self.pending: list[str] | None = None
+        """The lines so far of a dict pretty-printed over several lines."""
 
     @classmethod
     def sniff(cls, path: Path, head: str) -> bool:
-        # a printed dict holding a figure (a dict of paths or names is a log message)
+        # a printed dict holding a figure (a dict of paths or names is a log message),
+        # on one line or pretty-printed over several
+        head = strip_ansi(head)
+        one_line = (find_dict(ln) for ln in head.splitlines())
+        blocks = (find_dict(m.group(0)) for m in _BLOCK.finditer(head))
         return any(
-            any(number(v) is not None for v in d.values())
-            for ln in head.splitlines()
-            if (d := find_dict(strip_ansi(ln)))
+            d is not None and any(number(v) is not None for v in d.values())
+            for d in (*one_line, *blocks)
         )
 
     summary_epoch: float | None = None
@@ -138,11 +149,21 @@ class ConsoleDicts(LineReader):
     def line(self, text: str, where: str) -> Entry | None:
         text = strip_ansi(text)
         obj = None
-        for part in text.split("\r"):
-            if (bar := _BAR.match(part)) is not None:
-                self.bar, self.bar_total = int(bar.group(1)), int(bar.group(2))
-            if (found := find_dict(part)) is not None:
-                obj = found
+        if self.pending is not None:  # inside a pretty-printed dict
+            self.pending.append(text.strip())
+            if not text.rstrip().endswith("}"):
+                if len(self.pending) > MAX_DICT_LINES:
+                    self.pending = None
+                return None
+            obj, self.pending = find_dict(" ".join(self.pending)), None
+        else:
+            for part in text.split("\r"):
+                if (bar := _BAR.match(part)) is not None:
+                    self.bar, self.bar_total = int(bar.group(1)), int(bar.group(2))
+                if (found := find_dict(part)) is not None:
+                    obj = found
+                elif (m := _DICT.search(part)) is not None and "}" not in part[m.start() :]:
+                    self.pending = [part[m.start() :].strip()]  # a dict's first line
         if obj is None:
             return None
         if SUMMARY & set(obj):
@@ -169,7 +190,7 @@ class ConsoleDicts(LineReader):
         return Entry(step, metrics, tuple(ignored), "console_dicts")
 
     def _step(self, metrics: dict[str, float]) -> int:
-        for key in ("step", "global_step"):
+        for key in STEP_KEYS:
             v = metrics.get(key)
             if v is not None and v == v and 0 <= v == int(v):
                 self._say(f"the dicts' {key!r}")

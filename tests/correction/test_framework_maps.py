@@ -112,9 +112,27 @@ AREAL = {
     "rollout/reward": 0.5, "rollout/reward__count": 512,
 }  # fmt: skip
 
+# Oat (sail-sg/oat @ c1a074c3): one logging event's ``logs_dict`` of the math RL example
+# with the PPO learner: ``train/*`` (algorithms/ppo.py learning_step), ``actor/*``
+# (experiment/run_math_rl.py), ``misc/*`` (learners/base.py eval_and_log)
+OAT = {
+    "train/learning_round": 1.0, "train/learn_batch_time": 3.1, "train/pg_loss": 0.012,
+    "train/entropy": 0.41, "train/kl3": 2.7, "train/reg_loss": 0.0, "train/policy_grad_norm": 0.38,
+    "train/logprobs_diff_max": 0.9, "train/logprobs_diff_min": -1.1,
+    "train/sampler_learner_prob_diff_max": 0.21, "train/sampler_learner_prob_diff_min": -0.34,
+    "train/zero_pg_loss_count": 0.0, "train/pg_clipfrac": 0.004, "train/adv_mean": 0.0,
+    "train/all_zero_rewards_count": 5.0, "train/all_one_rewards_count": 3.0,
+    "train/kl_sample_train_v1": 0.0011, "train/kl_sample_train_v2": 0.0006,
+    "actor/verify_time": 0.8, "actor/rewards": 0.43, "actor/no_eos_count": 16.0,
+    "actor/num_data": 512.0, "actor/response_tok_len": 1450.0,
+    "actor/sampling_max_tokens": 3000.0, "actor/sampling_temperature": 1.0,
+    "misc/global_step": 12.0, "misc/policy_sgd_step": 12.0, "misc/lr": 1e-6,
+    "misc/query_step": 1536.0, "misc/prompt_consumed": 1536.0,
+}  # fmt: skip
+
 ROWS: dict[str, dict[str, Any]] = {
     "slime": SLIME, "skyrl": SKYRL, "nemo-rl": NEMO_RL, "roll": ROLL_RLVR,
-    "openrlhf": OPENRLHF, "areal": AREAL,
+    "openrlhf": OPENRLHF, "areal": AREAL, "oat": OAT,
 }  # fmt: skip
 CASES = [*ROWS.items(), ("roll", ROLL_AGENTIC)]
 
@@ -177,6 +195,13 @@ EXPECTED: dict[str, dict[str, str]] = {
         "ppo_actor/update/compute_logp/kl_div_taylor/avg": N.K2_KL,
         "ppo_actor/update/behave_imp_weight/avg": N.IS_MEAN,
     },
+    "oat": {
+        "actor/rewards": N.SCORE_MEAN, "actor/response_tok_len": N.RESPONSE_LENGTH_MEAN,
+        "actor/sampling_max_tokens": N.RESPONSE_BUDGET, "train/entropy": N.ENTROPY,
+        "train/policy_grad_norm": N.GRAD_NORM, "train/pg_loss": N.PG_LOSS,
+        "train/pg_clipfrac": N.PG_CLIPFRAC, "train/kl_sample_train_v1": N.KL,
+        "train/kl_sample_train_v2": N.K2_KL,
+    },
 }  # fmt: skip
 
 # counts, percentages, complements, signs and look-alikes that must not feed any name
@@ -197,13 +222,16 @@ TRAPS: dict[str, tuple[str, ...]] = {
     "areal": ("ppo_actor/no_eos_ratios/avg", "ppo_actor/kl_rewards/avg",
               "ppo_actor/update/approx_kl/avg", "ppo_actor/update/rs_filtered_fraction",
               "ppo_actor/seq_len/avg"),
+    "oat": ("train/kl3", "train/all_zero_rewards_count", "train/all_one_rewards_count",
+            "actor/no_eos_count", "train/logprobs_diff_max", "train/logprobs_diff_min",
+            "train/sampler_learner_prob_diff_max", "train/sampler_learner_prob_diff_min"),
 }  # fmt: skip
 
 
 @pytest.mark.parametrize(
     ("source", "row"),
     CASES,
-    ids=["slime", "skyrl", "nemo-rl", "roll-rlvr", "openrlhf", "areal", "roll-agentic"],
+    ids=["slime", "skyrl", "nemo-rl", "roll-rlvr", "openrlhf", "areal", "oat", "roll-agentic"],
 )
 def test_a_trainers_own_row_is_told_as_that_trainer(source: str, row: dict[str, Any]) -> None:
     assert name_maps.detect(row) == source
@@ -368,3 +396,21 @@ def test_rolls_zero_advantage_share_is_at_most_the_true_one() -> None:
             assert d.name in gapwatch_names() and all(
                 name_maps.lookup(source, k) is None for k in d.of
             )
+
+
+def test_oats_clip_ratio_and_largest_prob_diff_are_derived_from_its_counts_and_extremes() -> None:
+    """Oat logs the responses cut at max_tokens as a count beside the responses' number,
+    and the mismatch's signed extremes (p_sampler - p_learner): the clip ratio is their
+    quotient, the largest |dp| the larger of max and -min."""
+    mapper = NameMapper()
+    out = mapper({"step": 1, **OAT})
+    assert mapper.source == "oat"
+    assert out[N.CLIP_RATIO] == pytest.approx(16 / 512)
+    assert out[N.PROBS_DIFF_MAX] == pytest.approx(0.34)
+    assert out[N.KL] == 0.0011 and out[N.RESPONSE_BUDGET] == 3000.0
+    assert {"actor/no_eos_count", "train/sampler_learner_prob_diff_min"} <= mapper.inputs
+    # no responses (a zero count of data): no ratio rather than a division by zero
+    assert N.CLIP_RATIO not in NameMapper("oat")({"step": 1, **OAT, "actor/num_data": 0.0})
+    # as transformers' reporters would strip "train/": read all the same
+    bare = {k.removeprefix("train/"): v for k, v in OAT.items()}
+    assert NameMapper("oat")({"step": 1, **bare})[N.PROBS_DIFF_MAX] == pytest.approx(0.34)

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.logs import read_log
+from correction import names as N
+from orchestrator.logs import NameMapper, read_log
 
 
 @pytest.mark.parametrize(
@@ -153,3 +154,59 @@ def test_gapwatch_names_says_what_was_read_mapped_and_decidable_and_drafts_the_r
     out = capsys.readouterr().out
     draft = "\n".join(ln for ln in out.splitlines() if ln.startswith('"'))
     assert yaml.safe_load(draft) == r["draft"]  # the draft is a names file as printed
+
+
+def _oat_console(steps: range) -> str:
+    """Oat's learner console: ``strategy.pprint(logs_dict)`` (a blank line, the dict
+    pretty-printed one key a line, a blank line) every logging step, a sampled response
+    printed between (``strategy.print``). Keys as Oat's source names them."""
+    import io
+    from contextlib import redirect_stdout
+    from pprint import pprint
+
+    out = io.StringIO()
+    with redirect_stdout(out):
+        for s in steps:
+            print("\n")
+            print("{'prompt': 'What is 2+3?', 'response': 'The answer is {5}.'}")
+            print("\n")
+            print("\n")
+            pprint({"train/pg_loss": 0.01, "train/kl_sample_train_v1": 0.001 * s,
+                    "train/sampler_learner_prob_diff_max": 0.2,
+                    "train/sampler_learner_prob_diff_min": -0.3,
+                    "actor/rewards": 0.3 + s / 100, "actor/no_eos_count": 4.0,
+                    "actor/num_data": 128.0, "actor/response_tok_len": 700.0,
+                    "actor/sampling_max_tokens": 2048.0, "misc/global_step": float(s),
+                    "misc/lr": 1e-6})  # fmt: skip
+            print("\n")
+    return out.getvalue()
+
+
+def test_dicts_pretty_printed_over_several_lines_are_read_whole_and_followed(
+    tmp_path: Path,
+) -> None:
+    """Oat prints each step's dict with ``pprint``: one key a line. Each is joined and
+    read as one entry, its step from ``misc/global_step``; a dict cut by the file's end
+    (the trainer still printing it) comes once its last line has."""
+    from orchestrator.follow import LogFollower
+
+    path = tmp_path / "oat.log"
+    text = _oat_console(range(1, 13))
+    path.write_text(text)
+    log = read_log(path)
+    assert log.format == "console_dicts" and log.report is not None
+    assert [r["step"] for r in log.rows] == list(range(1, 13))
+    assert any("misc/global_step" in n for n in log.report.notes), log.report.notes
+    assert log.rows[-1]["train/kl_sample_train_v1"] == pytest.approx(0.012)
+    mapper = NameMapper()
+    rows = [mapper(r) for r in log.rows]
+    assert mapper.source == "oat" and rows[-1][N.KL] == pytest.approx(0.012)
+    assert rows[0][N.CLIP_RATIO] == pytest.approx(4 / 128)
+    # followed while written: cut inside the 3rd dict, then the rest
+    cut = text.index("'misc/global_step': 3.0")
+    path.write_text(text[:cut])
+    follower = LogFollower(path, "console_dicts")
+    assert [s.step for s in follower.poll()] == [1, 2]
+    with path.open("a") as fh:
+        fh.write(text[cut:])
+    assert [s.step for s in follower.poll() + follower.close()] == list(range(3, 13))
