@@ -146,13 +146,14 @@ def test_watch_follows_a_live_writer_and_ends_its_process_group(tmp_path: Path) 
         for s in range(1, 31)
     ))  # fmt: skip
     # the score falls after the rules' 10-step early window (score_collapse judges a run
-    # against its own first steps): the 5-step median is the fallen score at step 17
+    # against its own first steps): the 5-step median is the fallen score at step 17, and
+    # the fall must last a whole window (5 steps): step 21
     writer = _writer(log, steps=30, collapse=15)
     try:
         res = _watch(str(log), "--db", db, "--pid", str(writer.pid), "--grace", "3",
                      "--control", str(ctl), "--name", "live")  # fmt: skip
         assert res.returncode == 3, res.stdout + res.stderr
-        assert "stop: score_collapse at step 18" in res.stdout
+        assert "stop: score_collapse at step 21" in res.stdout
         assert "ended by SIGTERM" in res.stdout
         assert _gone(writer, 5), "the trainer's process group outlived the stop"
     finally:
@@ -161,11 +162,11 @@ def test_watch_follows_a_live_writer_and_ends_its_process_group(tmp_path: Path) 
     st = open_store(db)
     runs = {r.trial_id: r for r in st.runs()}
     run, control = runs["live"], runs["control-control"]
-    assert (run.status, run.stop_rule, run.stop_step) == ("stopped", "score_collapse", 18)
-    assert [h["step"] for h in st.history(run.id)] == list(range(1, 19))
+    assert (run.status, run.stop_rule, run.stop_step) == ("stopped", "score_collapse", 21)
+    assert [h["step"] for h in st.history(run.id)] == list(range(1, 22))
     assert run.pair_key == control.pair_key and control.role == "control"
     decisions = {(d.rule, d.action, d.step) for d in st.decisions(run_id=run.id)}
-    assert ("score_collapse", "stop", 18) in decisions
+    assert ("score_collapse", "stop", 21) in decisions
     assert ("gap_vs_control", "warn", 1) in decisions  # the control log fed the rules
 
 
