@@ -431,7 +431,7 @@ def test_command_worker_takes_new_formats_and_a_name_map() -> None:
     )
     assert (w.format, w.names) == ("console_dicts", "my_names.yaml")
     with pytest.raises(ValueError, match="unknown names"):
-        CommandWorker.model_validate({"command": ["t"], "names": "oat"})
+        CommandWorker.model_validate({"command": ["t"], "names": "art"})
 
 
 @pytest.mark.parametrize(
