@@ -201,6 +201,8 @@ class Score:
     missed: int = 0
     lateness: int = 0
     false_ids: list[str] = field(default_factory=list)
+    uncaught_ids: list[str] = field(default_factory=list)
+    """Dead or degenerate runs missed, or stopped outside their window."""
 
     def key(self) -> tuple[int, int]:
         return (-self.caught, self.lateness)
@@ -218,15 +220,17 @@ def score(policy: str, stops: Stops, runs: list[Run]) -> Score:
             continue
         sc.bad += 1
         lo, hi = run.window
+        if stop is not None and lo <= stop <= hi:
+            sc.caught += 1
+            continue
+        sc.uncaught_ids.append(run.id)
         if stop is None:
             sc.missed += 1
         elif stop < lo:
             sc.premature += 1
-        elif stop > hi:
+        else:
             sc.late += 1
             sc.lateness += stop - hi
-        else:
-            sc.caught += 1
     return sc
 
 
@@ -427,9 +431,8 @@ def main() -> int:
     certain = [r for r in held if not r.uncertain]
     table.append(row(score("d", defaults, certain),
                      "gapwatch: default rules, held out, certain labels only"))  # fmt: skip
-    not_caught = [r for r in held if r.window is not None
-                  and (defaults.get(r.id) is None or not r.window[0] <= defaults[r.id] <= r.window[1])]  # fmt: skip
     d_held = score("d", defaults, held)
+    not_caught = [r for r in held if r.id in d_held.uncaught_ids]
     target = (
         d_held.false_stops == 0 and d_held.premature == 0 and d_held.caught >= 0.85 * d_held.bad
     )

@@ -631,7 +631,8 @@ _OWN_MARKS: Final[tuple[tuple[Source, frozenset[str]], ...]] = (
 )  # fmt: skip
 """Names only that trainer writes, told before TRL's ``reward`` and verl's names (NeMo-RL
 and OpenRLHF log a ``reward``; ROLL logs verl's ``critic/score/mean`` and
-``actor/kl_loss``); Oat's first, as it also logs slime's ``train/pg_clipfrac``. A mark may come with its ``train/`` prefix taken off."""
+``actor/kl_loss``); Oat's first, as it also logs slime's ``train/pg_clipfrac``. A mark
+may come with its ``train/`` prefix taken off."""
 
 
 def _marked(have: set[str], marks: frozenset[str]) -> bool:

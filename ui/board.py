@@ -22,8 +22,7 @@ from typing import Any
 
 import pandas as pd
 
-from ui import data
-from ui.data import steps_survived
+from ui.data import steps_survived, stopped_by_rule
 
 CONTROL = "dense control"
 ONE_SEED = "one seed: no spread"
@@ -89,9 +88,10 @@ def leaderboard(table: pd.DataFrame, mean_gap: Mapping[int, float | None]) -> pd
 
     ``table``: :func:`ui.data.runs_table`'s frame; ``mean_gap``: run id -> the run's mean
     probability gap. Columns (``BOARD_COLUMNS``): strategy, runs, collapsed (stopped by a
-    rule or failed / runs; a run a person interrupted is neither), rank and overlaps with (see the module docstring), final score (mean)
-    with score min / max over the runs, steps survived (mean) with its min / max, score
-    vs control (difference of means), mean gap and gap vs control (ratio of means).
+    rule or failed / runs; a run a person interrupted is neither), rank and overlaps with
+    (see the module docstring), final score (mean) with score min / max over the runs,
+    steps survived (mean) with its min / max, score vs control (difference of means), mean
+    gap and gap vs control (ratio of means).
     Treatments follow the control by rank, then by mean final score.
     """
     if table.empty:
@@ -101,7 +101,7 @@ def leaderboard(table: pd.DataFrame, mean_gap: Mapping[int, float | None]) -> pd
     t["gap"] = pd.Series(
         [finite(mean_gap.get(int(i))) for i in t["id"]], index=t.index, dtype="float64"
     )
-    t["collapsed_flag"] = (t["status"] == "failed") | data.stopped_by_rule(t)
+    t["collapsed_flag"] = (t["status"] == "failed") | stopped_by_rule(t)
     g = t.groupby("strategy", sort=True)
     board = pd.DataFrame(
         {

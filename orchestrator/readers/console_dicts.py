@@ -6,9 +6,9 @@ else a run prints.
 Each printed dict (a line holding ``{'...': ...}`` that ``ast.literal_eval`` reads) is an
 entry; every other line is noise, skipped. A dict pretty-printed over several lines
 (``pprint``: Oat's learner prints its ``logs_dict`` so, one key a line, the last line
-ending in ``}``) is joined and read as one, up to ``MAX_DICT_LINES`` lines. The trainer's summary at the end
-(``train_runtime``, ``train_loss``) is not a step. Evaluation dicts (``eval_*`` names
-only) join the step before them.
+ending in ``}``) is joined and read as one, up to ``MAX_DICT_LINES`` lines. The trainer's
+summary at the end (``train_runtime``, ``train_loss``) is not a step. Evaluation dicts
+(``eval_*`` names only) join the step before them.
 
 The dicts carry no step; it is taken, in this order of preference, from:
 

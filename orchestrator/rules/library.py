@@ -150,8 +150,9 @@ class ScoreState(Streak):
 class ScoreCollapse(StreakRule):
     """The mean score has fallen below its own early level by ``drop`` of its early spread,
     for ``k_own`` trainer steps, or below the control's at the same step by
-    ``control_margin`` spreads for ``k`` trainer steps. No absolute floor: every test is in the run's (or the control's) own
-    units, so the decision is the same for any reward ``a*r + b`` (a > 0).
+    ``control_margin`` spreads for ``k`` trainer steps. No absolute floor: every test is
+    in the run's (or the control's) own units, so the decision is the same for any reward
+    ``a*r + b`` (a > 0).
 
     The early level is the median score of the first ``baseline_steps`` trainer steps;
     the run's unit is its early batch reward spread (:func:`spread`, root mean square
@@ -194,13 +195,13 @@ class ScoreCollapse(StreakRule):
     k_own: Int | None = Field(default=None, ge=1)
     """Trainer steps a fall below the run's own history (``drop``, ``from_best``) must
     last; None: ``window`` (or ``k`` if larger), so that the fall holds over a whole
-    window of steps, not over a few windows that share most of their steps. Consecutive windows of 5 steps share 4,
-    so ``k`` = 2 asked next to nothing more than one window: on the real corpus it let
-    chance excursions of one-prompt runs (2-4 completions a step, step means swinging
-    over several spreads) stop 4 healthy runs, at steps 26-330; at ``window`` none, with
-    the same dead and degenerate runs caught (bench/results/real_runs_bench.md). The
-    ground truth's collapses are caught by the control test, which keeps ``k``
-    (bench/detection_bench.py)."""
+    window of steps, not over a few windows that share most of their steps. Consecutive
+    windows of 5 steps share 4, so ``k`` = 2 asked next to nothing more than one window:
+    on the real corpus it let chance excursions of one-prompt runs (2-4 completions a
+    step, step means swinging over several spreads) stop 4 healthy runs, at steps 26-330;
+    at ``window`` none, with the same dead and degenerate runs caught
+    (bench/results/real_runs_bench.md). The ground truth's collapses are caught by the
+    control test, which keeps ``k`` (bench/detection_bench.py)."""
     drop_without_spread: Float | None = Field(default=3.0, gt=0)
     """Where the log has no batch spread (no std, min or max: a score-only log), the unit
     is the range of the mean score over the early window, and the score must fall this
