@@ -53,7 +53,7 @@ from _machine import machine  # noqa: E402  (bench/ is on sys.path as a script)
 
 from correction import names as N  # noqa: E402
 from orchestrator import rules  # noqa: E402
-from orchestrator.logs import read_log  # noqa: E402
+from orchestrator.watch.logs import read_log  # noqa: E402
 
 OUT = ROOT / "bench" / "results" / "detection_bench.md"
 TRUTH = ROOT / "bench" / "results" / "ground_truth" / "grid"

@@ -112,11 +112,11 @@ def simulate(
     ``outage``: (start s, length s, go, back): ``go()`` at ``start`` s into the run,
     ``back()`` ``length`` s later (from a timer thread, as an operator would)."""
     from orchestrator import rules
-    from orchestrator.config import parse_sweep_config
-    from orchestrator.monitor import Monitor
-    from orchestrator.recorder import Recorder
-    from orchestrator.trainable import DISTS_KEY, METRICS_KEY, STEP_KEY, TRIAL_KEY
-    from orchestrator.writer import ThreadWriter
+    from orchestrator.sweep.config import parse_sweep_config
+    from orchestrator.sweep.monitor import Monitor
+    from orchestrator.sweep.recorder import Recorder
+    from orchestrator.sweep.trainable import DISTS_KEY, METRICS_KEY, STEP_KEY, TRIAL_KEY
+    from orchestrator.sweep.writer import ThreadWriter
     from store import Store, open_store
 
     _pin_one_core()

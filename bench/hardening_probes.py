@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parents[1]
 CLI = "import sys; from orchestrator.cli import main; sys.argv[0] = 'gapwatch'; main()"
 LOAD = """
 import sys
-from orchestrator.config import load_sweep_config
+from orchestrator.sweep.config import load_sweep_config
 try:
     load_sweep_config(sys.argv[1])
 except Exception as e:

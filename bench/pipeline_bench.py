@@ -220,7 +220,7 @@ if old:
     make = lambda: Monitor({}, state, None)
 else:
     from orchestrator import rules
-    from orchestrator.monitor import Monitor
+    from orchestrator.sweep.monitor import Monitor
     specs = [{"trial_key": "c", "control_key": None}, {"trial_key": "t", "control_key": "c"}]
     make = lambda: Monitor(rules.build({}), specs, None)
 gc.collect(); tracemalloc.start()
@@ -272,7 +272,7 @@ def synthetic_trainable(
     """A trial that reports the worker's full figures every ``interval`` s, no model."""
     from ray import tune
 
-    from orchestrator.trainable import pack
+    from orchestrator.sweep.trainable import pack
 
     spec = config["spec"]
     key, role = spec["trial_key"], spec["role"]
@@ -321,10 +321,10 @@ class Clock:
 
 
 def bench_driver(trials: int, steps: int, interval: float, work: Path, writer: str) -> list[str]:
-    from orchestrator.config import parse_sweep_config
-    from orchestrator.monitor import Monitor
-    from orchestrator.recorder import Recorder
-    from orchestrator.sweep import execute_sweep
+    from orchestrator.sweep.config import parse_sweep_config
+    from orchestrator.sweep.driver import execute_sweep
+    from orchestrator.sweep.monitor import Monitor
+    from orchestrator.sweep.recorder import Recorder
     from store import Store
 
     # the sweep builds its own Recorder: its writer is chosen through the default

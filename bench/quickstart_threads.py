@@ -25,8 +25,8 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from _machine import machine  # noqa: E402
 
-from orchestrator.config import load_sweep_config  # noqa: E402
-from orchestrator.sweep import execute_sweep  # noqa: E402
+from orchestrator.sweep.config import load_sweep_config  # noqa: E402
+from orchestrator.sweep.driver import execute_sweep  # noqa: E402
 
 OUT = ROOT / "bench" / "results" / "quickstart_threads.md"
 CONFIG = ROOT / "examples" / "quickstart.yaml"

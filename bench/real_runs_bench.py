@@ -7,10 +7,10 @@ each with its provenance and a label decided from its curves by the manifest's w
 criterion: healthy, dead, or degenerate with an onset window ``[first, last]`` in trainer
 steps); the files themselves under ``bench/data/real/files/`` (git-ignored; rebuilt by
 ``bench/real_corpus.py``). Each file is read as its trainer wrote it, as ``gapwatch
-replay`` reads it (``orchestrator.logs.open_log``, names mapped by ``NameMapper``), and
+replay`` reads it (``orchestrator.watch.logs.open_log``, names mapped by ``NameMapper``), and
 each policy sees its steps in order and stops it at most once:
 
-- gapwatch's default rules (``orchestrator.rules.build()``) through ``orchestrator.replay``
+- gapwatch's default rules (``orchestrator.rules.build()``) through ``orchestrator.watch.replay``
   (the one ``Watcher`` every path uses), and the rules as calibrated below;
 - rlwatch 0.5.1's ``DetectorSuite`` with its defaults, in its own virtual environment
   (``bench/.venv-rlwatch``, as ``bench/detection_bench.py`` makes it); its first critical
@@ -54,8 +54,8 @@ from _machine import machine  # noqa: E402
 
 from correction import names as N  # noqa: E402
 from orchestrator import rules  # noqa: E402
-from orchestrator.logs import NameMapper, open_log  # noqa: E402
-from orchestrator.replay import replay  # noqa: E402
+from orchestrator.watch.logs import NameMapper, open_log  # noqa: E402
+from orchestrator.watch.replay import replay  # noqa: E402
 
 CORPUS = ROOT / "bench" / "data" / "real"
 OUT = ROOT / "bench" / "results" / "real_runs_bench.md"

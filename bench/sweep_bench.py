@@ -32,8 +32,8 @@ from _machine import machine as machine_line  # noqa: E402  (bench/ is on sys.pa
 from ground_truth import COLLAPSED_BELOW, fate  # noqa: E402
 
 from correction import names  # noqa: E402
-from orchestrator.config import load_sweep_config  # noqa: E402
-from orchestrator.sweep import SweepOutcome, execute_sweep  # noqa: E402
+from orchestrator.sweep.config import load_sweep_config  # noqa: E402
+from orchestrator.sweep.driver import SweepOutcome, execute_sweep  # noqa: E402
 from store import open_store  # noqa: E402
 
 MAX_LAG = 2

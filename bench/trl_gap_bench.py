@@ -55,8 +55,8 @@ def _ground_truth() -> Any:
 
 def fates(work: Path) -> dict[str, dict[str, Any]]:
     """Each trial's fate with no rule stopping it (``bench/ground_truth.fate``)."""
-    from orchestrator.config import load_sweep_config
-    from orchestrator.sweep import execute_sweep
+    from orchestrator.sweep.config import load_sweep_config
+    from orchestrator.sweep.driver import execute_sweep
     from store import open_store
 
     gt = _ground_truth()
@@ -73,8 +73,8 @@ def fates(work: Path) -> dict[str, dict[str, Any]]:
 
 
 def sweep_part(work: Path) -> list[str]:
-    from orchestrator.config import load_sweep_config
-    from orchestrator.sweep import execute_sweep
+    from orchestrator.sweep.config import load_sweep_config
+    from orchestrator.sweep.driver import execute_sweep
     from store import open_store
 
     learning = _ground_truth().learning

@@ -513,7 +513,8 @@ PATTERNS: Final[dict[Source, tuple[tuple[re.Pattern[str], Meaning], ...]]] = {
     ),
 }  # fmt: skip
 """Names with a data-dependent segment (prime-rl's agent name, ROLL's env tag), per source;
-a name may also come with transformers' ``train/`` prefix taken off (``orchestrator.logs``)."""
+a name may also come with transformers' ``train/`` prefix taken off
+(``orchestrator.watch.logs``)."""
 
 
 @dataclass(frozen=True)

@@ -1,8 +1,11 @@
 """The ``gapwatch`` command line (typer).
 
 Each command is a thin shell: it parses flags and calls one function in the package
-that owns the job, imported lazily so ``gapwatch --help`` stays fast. Any error a user can
-fix (bad config, unknown name, missing database, malformed log) is printed as one line,
+that owns the job (``sweep``, ``run``: ``orchestrator.sweep``; ``watch``, ``replay``,
+``names``: ``orchestrator.watch``; ``runs``: ``orchestrator.listing``; ``export``,
+``db``: ``store``; ``ui``: ``ui``), imported lazily so ``gapwatch --help`` stays fast. It
+is the one module that imports the modules of a way in directly. Any error a user can fix
+(bad config, unknown name, missing database, malformed log) is printed as one line,
 ``error: <what is wrong and how to fix it>``, with exit code 2; set ``GAPWATCH_DEBUG=1``
 to see the traceback instead.
 """
@@ -151,7 +154,7 @@ def run(
     ] = False,
 ) -> None:
     """Run one RL run in this process and record it in the store (and/or a verl-format log)."""
-    from orchestrator.local_run import run_local
+    from orchestrator.sweep.local_run import run_local
 
     run_local(config, db_url=db, overrides=set_ or [], apply_rules=not no_rules, log=log,
               store=not no_store)  # fmt: skip
@@ -188,7 +191,7 @@ def sweep(
     ] = False,
 ) -> None:
     """Run a paired dense/compressed sweep on Ray Tune, stopping collapsing trials."""
-    from orchestrator.sweep import run_sweep
+    from orchestrator.sweep.driver import run_sweep
 
     overrides = [*(set_ or []), *([f"max_trials={max_trials}"] if max_trials else [])]
     run_sweep(config, db_url=db, address=address, resume=resume, overrides=overrides,
@@ -223,7 +226,7 @@ def replay(
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
     """Run the stop rules over a metrics log from elsewhere; say when and why they fire."""
-    from orchestrator.replay import replay_cli
+    from orchestrator.watch.replay import replay_cli
 
     code = replay_cli(
         log, control=control, rules=rules, config=config, as_json=as_json, fmt=fmt,
@@ -244,7 +247,7 @@ def names_cmd(
 ) -> None:
     """How a log is read: format and steps, names mapped, which rules can decide, and a
     names-file draft for the reward-, length- and mismatch-like keys left unmapped."""
-    from orchestrator.names_report import names_report, print_report
+    from orchestrator.watch.names_report import names_report, print_report
 
     options = _read_options(step_field, step_pattern, logging_steps)
     print_report(names_report(log, fmt=fmt, names=names, options=options))
@@ -356,12 +359,12 @@ def watch(
     action failed; 5 a trainer hung (--pid or --pid-file alive, log silent --idle s);
     2 bad input.
     """
-    from orchestrator.replay import ruleset_for
-    from orchestrator.watch import WatchOptions
-    from orchestrator.watch import watch as follow
+    from orchestrator.watch.replay import ruleset_for
+    from orchestrator.watch.single import WatchOptions
+    from orchestrator.watch.single import watch as follow
 
     if pattern or layout or manifest or (log is not None and set(str(log)) & set("*?[")):
-        from orchestrator.fleet import FleetOptions, watch_fleet
+        from orchestrator.watch.fleet import FleetOptions, watch_fleet
 
         single = {"--pid": pid, "--control": control, "--name": name, "--seed": seed or None,
                   "--codec": None if codec == "unknown" else codec,

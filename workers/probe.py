@@ -3,7 +3,7 @@
 One measurement serves two checks:
 - the **quality gate** of a warm start (``workers.model``): after the supervised pass the
   policy plays held-out tasks; below ``GATE`` it trains on, then fails in one line;
-- the **preflight** of a sweep (``orchestrator.preflight``): before the grid is launched,
+- the **preflight** of a sweep (``orchestrator.sweep.preflight``): before the grid is launched,
   the dense policy of each distinct model/env plays one batch; a policy that cannot score
   at all (tool never called, actions never parsed, answers never right) stops the sweep.
 

@@ -1,7 +1,7 @@
 """What every gapwatch config validates with: pydantic, numbers that refuse true/false,
 and one wording for every error.
 
-Run configs (``workers.RunConfig``), sweep configs (``orchestrator.config``) and the
+Run configs (``workers.RunConfig``), sweep configs (``orchestrator.sweep.config``) and the
 parameters of rules and correction strategies are all checked by pydantic through the
 pieces here, so a mistake reads the same wherever it is made:
 

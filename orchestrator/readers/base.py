@@ -8,8 +8,8 @@ made of lines (``trainer_state.json``, TensorBoard event files, an MLflow run, a
 database): it is read whole, again whenever it changes.
 
 Every reader turns what it reads into :class:`Entry` objects (a step and some of its
-figures), in the order the trainer wrote them; ``orchestrator.logs`` assembles entries
-into steps and ``orchestrator.follow`` follows them.
+figures), in the order the trainer wrote them; ``orchestrator.watch.logs`` assembles entries
+into steps and ``orchestrator.watch.follow`` follows them.
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ import pytest
 from correction import name_maps
 from correction import names as N
 from orchestrator import rules
-from orchestrator.logs import NameMapper, gapwatch_names
+from orchestrator.watch.logs import NameMapper, gapwatch_names
 
 # slime: a trainer dict (model.py, ``train/*``), the Megatron-side rollout dict and the
 # rollout-side perf dict (rollout_metrics.py); one step's worth, merged.
@@ -339,7 +339,7 @@ def test_the_earlier_detections_stand() -> None:
 
 def test_each_source_is_accepted_where_names_are_chosen() -> None:
     from orchestrator.cli import NAMES_HELP
-    from orchestrator.command import CommandWorker
+    from orchestrator.sweep.command import CommandWorker
 
     for source in name_maps.SOURCES:
         assert source in NAMES_HELP

@@ -300,7 +300,7 @@ def held_on_second_node(
     proc: subprocess.Popen[str], url: str, cl: Cluster, ready: Any, within: float = 300
 ) -> list[Any]:
     """Poll the store at ``url`` until ``ready(the running runs on the second node)``;
-    those runs. The tests hold their trials at a step (``orchestrator.trainable.HOLD_ENV``)
+    those runs. The tests hold their trials at a step (``orchestrator.sweep.trainable.HOLD_ENV``)
     until they have acted on the node, so this waits on the trials' progress, not on the
     clock: ``within`` only bounds a sweep that never gets there."""
     from store import StoreError, open_store

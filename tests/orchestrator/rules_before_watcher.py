@@ -21,7 +21,7 @@ Conventions every rule follows:
 - ``grace``: while the history holds ``grace`` steps or fewer the rule only continues.
 - Evidence is JSON-able: the numbers that crossed, the thresholds and the window.
 
-Not here: I/O, Ray, the store. The Stopper feeds histories in; :mod:`orchestrator.replay`
+Not here: I/O, Ray, the store. The Stopper feeds histories in; :mod:`orchestrator.watch.replay`
 feeds logs in.
 
 Call :func:`build` (``RuleSet``), :func:`get` (one rule), :func:`names`,

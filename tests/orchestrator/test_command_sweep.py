@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 import yaml
 
-from orchestrator.command import set_aside
-from orchestrator.config import load_sweep_config, parse_sweep_config
-from orchestrator.sweep import execute_sweep
+from orchestrator.sweep.command import set_aside
+from orchestrator.sweep.config import load_sweep_config, parse_sweep_config
+from orchestrator.sweep.driver import execute_sweep
 from store import open_store
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -11,8 +11,8 @@ import yaml
 from typer.testing import CliRunner
 
 from orchestrator.cli import app
-from orchestrator.config import load_sweep_config
 from orchestrator.errors import GapwatchError
+from orchestrator.sweep.config import load_sweep_config
 
 ROOT = Path(__file__).resolve().parents[2]
 QUICKSTART = ROOT / "examples" / "quickstart.yaml"
@@ -138,7 +138,7 @@ def test_bad_run_key_validated_by_runconfig(tmp_path: Path) -> None:
 
 
 def test_run_fields_at_the_top_level_or_under_run(tmp_path: Path) -> None:
-    from orchestrator.config import parse_sweep_config
+    from orchestrator.sweep.config import parse_sweep_config
 
     top = parse_sweep_config({**GOOD, "lr": 1e-4})
     under = parse_sweep_config({**{k: v for k, v in GOOD.items() if k != "steps"},
@@ -253,7 +253,7 @@ def test_overrides_apply_before_validation(tmp_path: Path) -> None:
 
 
 def test_gpu_resources_put_the_worker_on_cuda(tmp_path: Path) -> None:
-    from orchestrator.config import parse_sweep_config
+    from orchestrator.sweep.config import parse_sweep_config
 
     sweep = parse_sweep_config({**GOOD, "resources": {"cpus": 1, "gpus": 0.5}})
     assert {s.run["device"] for s in sweep.trials} == {"cuda"}

@@ -15,9 +15,15 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator import fleet_layout as L
-from orchestrator.fleet import ACTION_RULE, FleetOptions, ParkedFollower, _end_pid, watch_fleet
-from orchestrator.replay import ruleset_for
+from orchestrator.watch import fleet_layout as L
+from orchestrator.watch.fleet import (
+    ACTION_RULE,
+    FleetOptions,
+    ParkedFollower,
+    _end_pid,
+    watch_fleet,
+)
+from orchestrator.watch.replay import ruleset_for
 from store import open_store
 
 ROOT = Path(__file__).resolve().parents[2]

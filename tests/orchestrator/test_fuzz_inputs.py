@@ -11,10 +11,10 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from orchestrator.config import load_sweep_config
 from orchestrator.errors import GapwatchError
-from orchestrator.follow import LogFollower
-from orchestrator.logs import LogError, read_log
+from orchestrator.sweep.config import load_sweep_config
+from orchestrator.watch.follow import LogFollower
+from orchestrator.watch.logs import LogError, read_log
 
 SETTINGS = settings(
     max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]

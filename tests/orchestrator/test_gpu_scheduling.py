@@ -15,7 +15,7 @@ whether or not a device is there, and each trial is given ids and a
   each trial fails with one clear line in the store, not a traceback.
 
 Every trial's node and GPU ids are read from its run's config in the store
-(``placement``, reported by the trial itself: ``orchestrator.placement``), and the
+(``placement``, reported by the trial itself: ``orchestrator.sweep.placement``), and the
 command trainer records the ``CUDA_VISIBLE_DEVICES`` it was started with, which must be
 the same. The cluster is ended by its process groups (``ray stop`` would end every Ray
 on the machine, other users' too), also when a test fails, and the teardown checks that

@@ -21,10 +21,10 @@ from typer.testing import CliRunner
 
 from correction import names as N
 from orchestrator.cli import app
-from orchestrator.config import parse_sweep_config
 from orchestrator.rules import Decision
-from orchestrator.sweep import execute_sweep
-from orchestrator.trainable import report_steps
+from orchestrator.sweep.config import parse_sweep_config
+from orchestrator.sweep.driver import execute_sweep
+from orchestrator.sweep.trainable import report_steps
 from store import open_store
 
 GAPWATCH = Path(sys.executable).with_name("gapwatch")
@@ -134,7 +134,7 @@ def test_markup_and_escape_sequences_in_names_are_shown_not_obeyed(tmp_path: Pat
 
 
 def test_a_line_separator_inside_a_json_string_does_not_split_the_line(tmp_path: Path) -> None:
-    from orchestrator.logs import read_log
+    from orchestrator.watch.logs import read_log
 
     log = tmp_path / "u2028.jsonl"
     log.write_text('{"step": 1, "note": "a\u2028b", "critic/score/mean": 0.5}\n', encoding="utf-8")
@@ -244,7 +244,7 @@ def test_postgresql_role_and_port_mistakes_say_what_they_are(pg_user: str) -> No
 def test_a_local_sweeps_ray_uses_token_authentication() -> None:
     import ray
 
-    from orchestrator.sweep import init_ray, token_auth_on
+    from orchestrator.sweep.driver import init_ray, token_auth_on
 
     if ray.is_initialized():
         ray.shutdown()

@@ -14,7 +14,7 @@ import pytest
 from correction import name_maps
 from correction import names as N
 from orchestrator import rules
-from orchestrator.logs import NameMapper
+from orchestrator.watch.logs import NameMapper
 
 # Rows as prime-rl writes them (one step: its trainer row, then its orchestrator row), keys
 # from FRAMEWORK_NAMES.md (prime-rl @ 559b4477): agent "agent" as in its unit tests.

@@ -17,7 +17,7 @@ trainer they started must go by itself), and the trials are let go. Then:
 - command trials: the lost node's trainers are gone within seconds (their parent-death
   signal), and their trials, started again from step 1, also end with steps 1..N once.
 
-The hold: built-in trials through ``orchestrator.trainable.HOLD_ENV`` (set in the
+The hold: built-in trials through ``orchestrator.sweep.trainable.HOLD_ENV`` (set in the
 environment the nodes start with, so their Ray workers inherit it), command trials in the
 test's own trainer. The head's GCS is told to notice a dead node in about 3 s
 (``RAY_health_check_*``; Ray's defaults take up to 30 s), so each case fits in about a
@@ -37,7 +37,7 @@ from typing import Any
 import pytest
 import yaml
 
-from orchestrator.trainable import HOLD_ENV
+from orchestrator.sweep.trainable import HOLD_ENV
 from store import open_store
 from store.rows import RunRow
 

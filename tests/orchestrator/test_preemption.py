@@ -2,7 +2,7 @@
 
 A real two-node Ray cluster on this machine (``procs.two_nodes``) runs a sweep of four
 one-CPU trials with ``gapwatch sweep --address``, two on each node, every trial held at
-step ``HOLD_AT`` (past its first checkpoint) through ``orchestrator.trainable.HOLD_ENV``.
+step ``HOLD_AT`` (past its first checkpoint) through ``orchestrator.sweep.trainable.HOLD_ENV``.
 Once both trials on the second node are held there, the test preempts that node as a
 cloud does with notice: ``ray drain-node --reason DRAIN_NODE_REASON_PREEMPTION
 --deadline-remaining-seconds NOTICE_S`` (Ray records the drain and places nothing new
@@ -10,7 +10,7 @@ there, but ends nothing at the deadline: ending the machine is the cloud's part)
 the notice out, SIGTERM to the node's raylet, as Ray's own preemption test ends a drained
 node (``Cluster.end_second_node`` says why not to all its processes). Ray
 flags the trials lost with it as preempted, which Tune alone would not count against
-``max_failures`` (``orchestrator.attempts``). Then:
+``max_failures`` (``orchestrator.sweep.attempts``). Then:
 
 - ``max_failures`` 2 (the default): the two trials are started again on the head from
   their newest checkpoint (step 3), each run ends with steps 1..N stored once, the moved
@@ -36,7 +36,7 @@ from typing import Any
 
 import pytest
 
-from orchestrator.trainable import HOLD_ENV
+from orchestrator.sweep.trainable import HOLD_ENV
 from store import open_store
 from store.rows import RunRow
 

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from orchestrator.errors import GapwatchError
-from orchestrator.preflight import distinct_runs, preflight, probe_run
+from orchestrator.sweep.preflight import distinct_runs, preflight, probe_run
 from workers import RunConfig
 from workers.probe import Quality
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from correction import names as N
-from orchestrator.logs import NameMapper, read_log
+from orchestrator.watch.logs import NameMapper, read_log
 
 
 @pytest.mark.parametrize(
@@ -82,7 +82,7 @@ def test_each_shape_is_read_with_its_step_source_said(
 
 
 def test_a_data_line_without_a_step_is_still_an_error(tmp_path: Path) -> None:
-    from orchestrator.logs import LogError
+    from orchestrator.watch.logs import LogError
 
     path = tmp_path / "m.jsonl"
     path.write_text('{"step": 1, "reward": 0.1}\n{"reward": 0.2}\n')
@@ -91,7 +91,7 @@ def test_a_data_line_without_a_step_is_still_an_error(tmp_path: Path) -> None:
 
 
 def test_arrays_of_other_lengths_or_text_are_not_a_history(tmp_path: Path) -> None:
-    from orchestrator.logs import LogError
+    from orchestrator.watch.logs import LogError
 
     path = tmp_path / "cfg.json"
     path.write_text('{"layers": [1, 2, 3], "names": ["a", "b", "c"]}')
@@ -115,7 +115,7 @@ def _buffered_trl_console(path: Path, summary: bool) -> None:
 def test_dicts_printed_after_a_finished_bar_take_their_steps_from_the_epochs(
     tmp_path: Path,
 ) -> None:
-    from orchestrator.follow import LogFollower
+    from orchestrator.watch.follow import LogFollower
 
     path = tmp_path / "console.log"
     _buffered_trl_console(path, summary=False)
@@ -138,7 +138,7 @@ def test_gapwatch_names_says_what_was_read_mapped_and_decidable_and_drafts_the_r
     import yaml
 
     from correction import names as N
-    from orchestrator.names_report import names_report, print_report
+    from orchestrator.watch.names_report import names_report, print_report
 
     path = tmp_path / "metrics.jsonl"
     rows = [{"step": s, "train/agg/effective/agent/reward/mean": 0.3, "mismatch_kl/all/mean": 1e-3,
@@ -188,7 +188,7 @@ def test_dicts_pretty_printed_over_several_lines_are_read_whole_and_followed(
     """Oat prints each step's dict with ``pprint``: one key a line. Each is joined and
     read as one entry, its step from ``misc/global_step``; a dict cut by the file's end
     (the trainer still printing it) comes once its last line has."""
-    from orchestrator.follow import LogFollower
+    from orchestrator.watch.follow import LogFollower
 
     path = tmp_path / "oat.log"
     text = _oat_console(range(1, 13))

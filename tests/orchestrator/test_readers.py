@@ -16,11 +16,11 @@ import pytest
 
 from correction import names as N
 from orchestrator import readers
-from orchestrator.command import CommandWorker
-from orchestrator.follow import LogFollower
-from orchestrator.logs import LogError, NameMapper, ReadOptions, load_name_map, read_log
 from orchestrator.readers.base import LineReader, register
-from orchestrator.replay import replay_cli
+from orchestrator.sweep.command import CommandWorker
+from orchestrator.watch.follow import LogFollower
+from orchestrator.watch.logs import LogError, NameMapper, ReadOptions, load_name_map, read_log
+from orchestrator.watch.replay import replay_cli
 
 ROOT = Path(__file__).resolve().parents[2]
 TRL = ROOT / "tests" / "fixtures" / "logs" / "trl"

@@ -19,11 +19,11 @@ from sqlalchemy import text
 
 from correction import names
 from orchestrator import rules
-from orchestrator.config import parse_sweep_config
-from orchestrator.monitor import Monitor
-from orchestrator.recorder import Recorder
-from orchestrator.trainable import DISTS_KEY, METRICS_KEY, STEP_KEY, TRIAL_KEY
-from orchestrator.writer import ThreadWriter
+from orchestrator.sweep.config import parse_sweep_config
+from orchestrator.sweep.monitor import Monitor
+from orchestrator.sweep.recorder import Recorder
+from orchestrator.sweep.trainable import DISTS_KEY, METRICS_KEY, STEP_KEY, TRIAL_KEY
+from orchestrator.sweep.writer import ThreadWriter
 from store import open_store
 
 from .pg_server import PrivatePostgres
@@ -254,7 +254,7 @@ def steady(config: dict[str, Any]) -> None:
     training, is what this test is about)."""
     import time as _t
 
-    from orchestrator.trainable import report_steps
+    from orchestrator.sweep.trainable import report_steps
 
     class _Res:
         def __init__(self, step: int) -> None:
@@ -281,7 +281,7 @@ def test_a_real_sweep_rides_out_a_postgres_restart(
 
     import ray.cloudpickle
 
-    from orchestrator.sweep import execute_sweep
+    from orchestrator.sweep.driver import execute_sweep
 
     ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
     monkeypatch.chdir(tmp_path)  # the spill folder, should one be needed, lands here
@@ -332,7 +332,7 @@ def test_a_status_line_longer_than_the_console_stays_one_line(
 ) -> None:
     """PostgreSQL's 'the database system is shutting down' made the outage line run past
     the console's 160 columns, and it was wrapped in two (found by the restart test)."""
-    from orchestrator.recorder import _say
+    from orchestrator.sweep.recorder import _say
 
     why = 'connection failed: connection to server at "127.0.0.1", port 5 failed: ' + "x" * 200
     _say(f"store unreachable: {why}; buffering results, retrying")

@@ -13,8 +13,8 @@ import pytest
 
 from correction import names as N
 from orchestrator import rules
-from orchestrator.logs import LogError, read_log
-from orchestrator.replay import replay, replay_cli, ruleset_for
+from orchestrator.watch.logs import LogError, read_log
+from orchestrator.watch.replay import replay, replay_cli, ruleset_for
 
 ROOT = Path(__file__).resolve().parents[2]
 LOGS = ROOT / "examples" / "logs"

@@ -22,11 +22,11 @@ import pytest
 
 from correction import names
 from orchestrator import rules
-from orchestrator.config import parse_sweep_config
-from orchestrator.monitor import Monitor
-from orchestrator.placement import PLACEMENT_KEY
-from orchestrator.recorder import Recorder
-from orchestrator.trainable import METRICS_KEY, STEP_KEY, TRIAL_KEY
+from orchestrator.sweep.config import parse_sweep_config
+from orchestrator.sweep.monitor import Monitor
+from orchestrator.sweep.placement import PLACEMENT_KEY
+from orchestrator.sweep.recorder import Recorder
+from orchestrator.sweep.trainable import METRICS_KEY, STEP_KEY, TRIAL_KEY
 from store import open_store
 
 from .pg_server import PrivatePostgres

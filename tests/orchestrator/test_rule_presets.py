@@ -18,9 +18,9 @@ from typer.testing import CliRunner
 from correction import names as N
 from orchestrator import rules
 from orchestrator.cli import app
-from orchestrator.config import load_sweep_config
-from orchestrator.replay import ruleset_for
 from orchestrator.rules import presets
+from orchestrator.sweep.config import load_sweep_config
+from orchestrator.watch.replay import ruleset_for
 
 ROOT = Path(__file__).resolve().parents[2]
 GRID = ROOT / "bench" / "results" / "ground_truth" / "grid"

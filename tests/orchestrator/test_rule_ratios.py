@@ -12,7 +12,7 @@ import pytest
 
 from correction import names as N
 from orchestrator import rules
-from orchestrator.config import load_sweep_config
+from orchestrator.sweep.config import load_sweep_config
 
 from .histories import Row, healthy
 from .test_config import GOOD, _cli_error, _write

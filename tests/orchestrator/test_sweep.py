@@ -17,9 +17,9 @@ from typing import Any
 
 import pytest
 
-from orchestrator.config import parse_sweep_config
-from orchestrator.sweep import execute_sweep
-from orchestrator.trainable import Step, report_steps
+from orchestrator.sweep.config import parse_sweep_config
+from orchestrator.sweep.driver import execute_sweep
+from orchestrator.sweep.trainable import Step, report_steps
 from store import open_store
 
 CRASHING = "s0-quant_bits2-tis_C2"

@@ -18,11 +18,11 @@ import pytest
 
 from correction import names
 from orchestrator import rules
-from orchestrator.config import parse_sweep_config
-from orchestrator.monitor import VOID_RULE, Monitor
-from orchestrator.recorder import Recorder
-from orchestrator.sweep import execute_sweep, print_summary
-from orchestrator.trainable import METRICS_KEY, STEP_KEY, TRIAL_KEY, report_steps
+from orchestrator.sweep.config import parse_sweep_config
+from orchestrator.sweep.driver import execute_sweep, print_summary
+from orchestrator.sweep.monitor import VOID_RULE, Monitor
+from orchestrator.sweep.recorder import Recorder
+from orchestrator.sweep.trainable import METRICS_KEY, STEP_KEY, TRIAL_KEY, report_steps
 from store import open_store
 
 CFG: dict[str, Any] = {

@@ -20,11 +20,11 @@ from typing import Any
 import pytest
 
 from orchestrator import readers
-from orchestrator.follow import LogFollower
-from orchestrator.logs import LogError, read_log
-from orchestrator.names_report import names_report
 from orchestrator.readers import wandb as W
-from orchestrator.replay import replay_cli
+from orchestrator.watch.follow import LogFollower
+from orchestrator.watch.logs import LogError, read_log
+from orchestrator.watch.names_report import names_report
+from orchestrator.watch.replay import replay_cli
 
 pytest.importorskip("wandb")
 

@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 
 from correction import names as N
-from orchestrator.follow import LogFollower
-from orchestrator.logs import LogError
+from orchestrator.watch.follow import LogFollower
+from orchestrator.watch.logs import LogError
 from store import open_store
 
 GAPWATCH = Path(sys.executable).with_name("gapwatch")

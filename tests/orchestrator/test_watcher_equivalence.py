@@ -31,7 +31,7 @@ from hypothesis import strategies as st
 
 from correction import names as N
 from orchestrator import rules
-from orchestrator.logs import read_log
+from orchestrator.watch.logs import read_log
 
 from . import rules_before_watcher as before
 from .histories import healthy

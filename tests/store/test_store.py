@@ -358,7 +358,7 @@ def test_export_run_jsonl_and_csv(st: Store, make_run: Callable[..., int], tmp_p
     rows = (tmp_path / "r.csv").read_text().splitlines()
     assert rows[0] == "step,name,value" and f"2,{SCORE},-0.1" in rows and f"1,{GAP},nan" in rows
     # what `gapwatch replay` reads back is the run's history, in both formats
-    from orchestrator.logs import read_log
+    from orchestrator.watch.logs import read_log
 
     for name in ("r.jsonl", "r.csv"):
         back = read_log(tmp_path / name).rows

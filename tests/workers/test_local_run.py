@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from correction import names as N
-from orchestrator.local_run import load_run_config, run_local
+from orchestrator.sweep.local_run import load_run_config, run_local
 from store import identity
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -159,8 +159,8 @@ def test_the_log_is_verls_file_logger_line_by_line(tmp_path: Path) -> None:
     ``orjson.dumps({"step": step, "data": data}, option=OPT_SERIALIZE_NUMPY) + b"\\n"``."""
     import numpy as np
 
-    from orchestrator.follow import LogFollower
-    from orchestrator.local_run import VerlFileLogger
+    from orchestrator.sweep.local_run import VerlFileLogger
+    from orchestrator.watch.follow import LogFollower
 
     path = tmp_path / "out" / "metrics.jsonl"
     path.parent.mkdir()

@@ -8,7 +8,7 @@ Ray Tune starts the trial again on a node that is still there, up to the sweep c
   ``tune.get_checkpoint()``): the Recorder drops what the store holds after that
   checkpoint's step (:func:`resumes_after`), and the Monitor rebuilds the rules' state
   from the stored steps before the first step the attempt reports, as ``--resume`` does;
-- a command trial starts its trainer again from step 1 (``orchestrator.command``), so
+- a command trial starts its trainer again from step 1 (``orchestrator.sweep.command``), so
   the store drops all of the earlier attempt's steps and the rules start over.
 
 So the store ends with each step once whatever the number of attempts (writes are keyed
@@ -37,7 +37,7 @@ first reported in a result under ``ERROR_KEY``, and :class:`Retries` (a Tune cal
 the driver) then sets that trial's ``max_failures`` to 0 before the error reaches Tune.
 A lost process raises nothing in the trial, so only it is retried.
 
-Not here: the retry itself (Ray Tune's ``FailureConfig``, set in ``orchestrator.sweep``).
+Not here: the retry itself (Ray Tune's ``FailureConfig``, set in ``orchestrator.sweep.driver``).
 """
 
 from __future__ import annotations
@@ -53,8 +53,8 @@ from ray.train.constants import RAY_TRAIN_COUNT_PREEMPTION_AS_FAILURE
 from ray.tune import Callback
 
 from orchestrator.console import console
-from orchestrator.placement import placement_of
-from orchestrator.trainable import STEP_KEY, TRIAL_KEY
+from orchestrator.sweep.placement import placement_of
+from orchestrator.sweep.trainable import STEP_KEY, TRIAL_KEY
 
 ERROR_KEY = "gw_error"
 """Result key: the trial's own code raised (the error's type); do not retry it."""

@@ -1,7 +1,7 @@
 """``gapwatch watch LOG``: follow a run that another program is training, and stop it.
 
 The trainer (verl, TRL, anything that writes a metrics log) writes; this process follows
-the log (``orchestrator.follow``), adds gapwatch's names to foreign ones
+the log (``orchestrator.watch.follow``), adds gapwatch's names to foreign ones
 (``correction.name_maps``), and puts each step into the store as a run (a
 ``TrackedRun``: it shows live in the UI, beside its control if one is given) while the
 rules judge it step by step. On the first stop it stores the decision with its evidence,
@@ -22,9 +22,7 @@ Call :func:`watch` with :class:`WatchOptions`.
 
 from __future__ import annotations
 
-import contextlib
 import os
-import signal
 import subprocess
 import time
 from dataclasses import dataclass, field
@@ -33,10 +31,11 @@ from typing import Any
 
 from orchestrator.console import plain
 from orchestrator.errors import GapwatchError
-from orchestrator.follow import FOLLOW_FORMATS, LogFollower, Step
-from orchestrator.logs import LogError, NameMapper, ReadOptions
 from orchestrator.rules import Decision, RuleSet
 from orchestrator.tracked import TrackedRun
+from orchestrator.watch.follow import FOLLOW_FORMATS, LogFollower, Step
+from orchestrator.watch.logs import LogError, NameMapper, ReadOptions
+from orchestrator.watch.process import alive, end_process_group, hung_end, hung_line
 from store import Store, identity
 
 EXIT_DONE, EXIT_STOPPED, EXIT_STOP_FAILED, EXIT_HUNG = 0, 3, 4, 5
@@ -92,105 +91,6 @@ class WatchOptions:
     """A label for its correction strategy."""
     say: Any = field(default=print)
     """Where progress lines go (each made ``plain``: no terminal control characters)."""
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    # a zombie (exited, not yet reaped by its parent) is gone for our purposes
-    with contextlib.suppress(OSError):
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        return state != "Z"
-    return True
-
-
-def why_not_ended(pid: int) -> str:
-    """Why ``pid`` may have outlived a SIGTERM, read from ``/proc/PID/status`` ('' where
-    nothing there says): it ignores, blocks or handles SIGTERM (a trainer saving a
-    checkpoint first), or is stopped or in uninterruptible I/O."""
-    try:
-        status = dict(
-            line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines()
-        )
-    except (OSError, ValueError):
-        return ""
-    bit = 1 << (signal.SIGTERM - 1)
-    said = [f"state {status.get('State', '?').strip()}"]
-    for key, what in (("SigIgn", "ignores"), ("SigBlk", "blocks"), ("SigCgt", "handles")):
-        with contextlib.suppress(ValueError):
-            if int(status.get(key, "0").strip(), 16) & bit:
-                said.append(f"it {what} SIGTERM")
-    return " (" + ", ".join(said) + ")"
-
-
-def _group_alive(pgid: int) -> bool:
-    """Whether a live (not zombie) process is in group ``pgid``."""
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    proc = Path("/proc")
-    if not proc.is_dir():
-        return True
-    for d in proc.iterdir():
-        if not d.name.isdigit():
-            continue
-        with contextlib.suppress(OSError, IndexError, ValueError):
-            fields = (d / "stat").read_text().rsplit(")", 1)[1].split()
-            if int(fields[2]) == pgid and fields[0] != "Z":  # state, ppid, pgrp
-                return True
-    return False
-
-
-def end_process_group(
-    pid: int, grace: float, *, pgid: int | None = None, alone: bool = False
-) -> str:
-    """SIGTERM the process group of ``pid`` (or ``pgid``, known where ``pid`` may be gone
-    and its group not), SIGKILL it after ``grace`` s; what happened.
-
-    Where ``pid`` shares this process's own group (a script that ran ``trainer &``), or
-    ``alone`` is set, only ``pid`` is signalled, so the watcher does not end itself."""
-    if pgid is None:
-        try:
-            pgid = os.getpgid(pid)
-        except ProcessLookupError:
-            return f"process {pid} had already exited"
-    own = alone or pgid == os.getpgid(0)
-    send = (lambda sig: os.kill(pid, sig)) if own else (lambda sig: os.killpg(pgid, sig))
-    alive = (lambda: _alive(pid)) if own else (lambda: _group_alive(pgid))
-    what = f"process {pid}" if own else f"process group {pgid}"
-    with contextlib.suppress(ProcessLookupError):
-        send(signal.SIGTERM)
-    t0 = time.monotonic()
-    while alive() and time.monotonic() - t0 < grace:
-        time.sleep(0.05)
-    if not alive():
-        return f"{what} ended by SIGTERM in {time.monotonic() - t0:.1f} s"
-    why = why_not_ended(pid)
-    with contextlib.suppress(ProcessLookupError):
-        send(signal.SIGKILL)
-    return f"{what} did not end within {grace:g} s of SIGTERM{why}; sent SIGKILL"
-
-
-def hung_line(idle: float, last_step: int | None) -> str:
-    """How a hung trainer is said (a sweep's command trial, ``watch --pid``, a fleet's
-    ``--pid-file``): how long its log has been silent, after which step."""
-    after = "before its first step" if last_step is None else f"after step {last_step}"
-    return f"trainer hung: no log line for {idle:g} s {after}"
-
-
-def hung_end(pid: int, outcome: str | None) -> str:
-    """The rest of a hung trainer's line: how ``pid`` was ended (``outcome``, with
-    ``--end-hung``), or that it was left running (None)."""
-    if outcome is None:
-        return f"; pid {pid} left running (--end-hung ends it)"
-    return f"; ended it ({outcome})"
 
 
 def _identity(opts: WatchOptions, name: str, pair: str | None) -> identity.RunIdentity:
@@ -261,7 +161,7 @@ def watch(opts: WatchOptions, db_url: str | None) -> int:
 
     if opts.fmt not in FOLLOW_FORMATS:
         raise GapwatchError(f"unknown log format {opts.fmt!r}; valid: {', '.join(FOLLOW_FORMATS)}")
-    if opts.pid is not None and not _alive(opts.pid):
+    if opts.pid is not None and not alive(opts.pid):
         raise GapwatchError(
             f"--pid {opts.pid}: no such process (it has exited or never ran); give the "
             "trainer's pid, or leave --pid out"
@@ -277,7 +177,7 @@ def watch(opts: WatchOptions, db_url: str | None) -> int:
                 f"log {opts.log} did not appear within {opts.wait:g} s; check the path the "
                 "trainer writes to, or wait longer with --wait"
             )
-        if opts.pid is not None and not _alive(opts.pid):
+        if opts.pid is not None and not alive(opts.pid):
             raise GapwatchError(f"the trainer (pid {opts.pid}) ended before {opts.log} appeared")
         time.sleep(opts.poll)
 
@@ -309,7 +209,7 @@ def watch(opts: WatchOptions, db_url: str | None) -> int:
                     return _act(opts, st, run, control, stop)
             if follower.error is not None:
                 raise follower.error
-            if opts.pid is not None and not _alive(opts.pid):
+            if opts.pid is not None and not alive(opts.pid):
                 say(f"the trainer (pid {opts.pid}) has ended")
                 break
             if opts.idle is not None and time.monotonic() - last_line > opts.idle:

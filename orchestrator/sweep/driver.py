@@ -1,10 +1,10 @@
 """``gapwatch sweep``: run a paired dense/compressed sweep on Ray Tune.
 
 Call ``run_sweep(config_path, db_url=..., address=..., resume=..., overrides=...)``. It
-validates and expands the YAML (``orchestrator.config``), opens the store, starts a local
+validates and expands the YAML (``orchestrator.sweep.config``), opens the store, starts a local
 Ray (or joins ``--address``), and runs a ``tune.Tuner`` over the trials (controls first)
-with the ``Monitor`` (``orchestrator.monitor``) as stopper and the ``Recorder``
-(``orchestrator.recorder``) and ``ProgressTable`` (``orchestrator.progress``) as
+with the ``Monitor`` (``orchestrator.sweep.monitor``) as stopper and the ``Recorder``
+(``orchestrator.sweep.recorder``) and ``ProgressTable`` (``orchestrator.sweep.progress``) as
 callbacks. At the end it prints one line per trial as the store has it (status, stop
 rule and step) and the trial-steps used against the budget.
 
@@ -16,7 +16,7 @@ so nothing is stored twice. This survives a SIGKILLed driver, whose Tune experim
 may be stale, which ``Tuner.restore`` would not.
 
 A trial whose process is lost while the driver lives (its node died) is started again by
-Tune on a node still up, up to ``max_failures`` times (``orchestrator.attempts``).
+Tune on a node still up, up to ``max_failures`` times (``orchestrator.sweep.attempts``).
 
 Not here: the rules (``orchestrator.rules``), one run without Ray (``local_run``).
 """
@@ -32,18 +32,18 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator import rules
-from orchestrator.attempts import Retries, marking_errors
-from orchestrator.command import command_trainable
-from orchestrator.config import Sweep, TrialSpec, load_sweep_config
 from orchestrator.console import console
 from orchestrator.errors import GapwatchError
-from orchestrator.monitor import VOID_RULE, Monitor, void_reason
-from orchestrator.placement import with_placement
-from orchestrator.preflight import preflight
-from orchestrator.progress import ProgressTable, TrialLine, render_table
-from orchestrator.reach import is_uri, unreached
-from orchestrator.recorder import FINISHED, Recorder
-from orchestrator.trainable import trainable
+from orchestrator.sweep.attempts import Retries, marking_errors
+from orchestrator.sweep.command import command_trainable
+from orchestrator.sweep.config import Sweep, TrialSpec, load_sweep_config
+from orchestrator.sweep.monitor import VOID_RULE, Monitor, void_reason
+from orchestrator.sweep.placement import with_placement
+from orchestrator.sweep.preflight import preflight
+from orchestrator.sweep.progress import ProgressTable, TrialLine, render_table
+from orchestrator.sweep.reach import is_uri, unreached
+from orchestrator.sweep.recorder import FINISHED, Recorder
+from orchestrator.sweep.trainable import trainable
 
 RAY_RESULTS = Path(".gapwatch") / "ray_results"
 """Where Tune keeps its experiment directories (relative to the working directory)."""
@@ -242,10 +242,10 @@ def execute_sweep(
 
     ``train_fn`` is the Tune trainable: by default the built-in worker's, or the command
     trainable where the sweep names a ``worker: {command: ...}`` (tests wrap them).
-    ``check_first``: run the preflight (``orchestrator.preflight``) before launching.
+    ``check_first``: run the preflight (``orchestrator.sweep.preflight``) before launching.
     ``storage``: Tune's storage (None: the config's ``storage_path``, else
     ``RAY_RESULTS``); on a cluster of several nodes every node must reach it
-    (``orchestrator.reach``), or the sweep stops at its start, before it is recorded.
+    (``orchestrator.sweep.reach``), or the sweep stops at its start, before it is recorded.
     """
     if train_fn is None:
         train_fn = trainable if sweep.config.worker is None else command_trainable

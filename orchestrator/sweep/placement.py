@@ -4,13 +4,13 @@ Ray schedules *logical* GPUs: a trial asking for ``gpus: 1`` (or ``0.5``) is giv
 ids on its node and a ``CUDA_VISIBLE_DEVICES`` naming them, and the worker's ``cuda``
 is then that GPU. ``with_placement(train_fn)`` wraps any Tune trainable so that, before
 it trains, the trial reports one result carrying :func:`placement` (under
-``PLACEMENT_KEY``, no step); the Recorder (``orchestrator.recorder``) stores it in the
+``PLACEMENT_KEY``, no step); the Recorder (``orchestrator.sweep.recorder``) stores it in the
 run's config as ``placement`` and the Monitor ignores it. So every trial, including one
 that fails at once (``device: cuda`` where no GPU is usable), says in the store which
 node and GPUs it had, and the two-node scheduling test checks that no two concurrent
 trials on a node shared a whole GPU.
 
-Not here: asking for resources (``orchestrator.sweep`` passes ``resources`` to Tune).
+Not here: asking for resources (``orchestrator.sweep.driver`` passes ``resources`` to Tune).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from orchestrator.trainable import TRIAL_KEY
+from orchestrator.sweep.trainable import TRIAL_KEY
 
 PLACEMENT_KEY = "gw_placement"
 """Result key: where the trial runs (a dict, see :func:`placement`)."""

@@ -5,7 +5,7 @@ each writes its own log. This module finds them (a glob, a folder with ``--patte
 ``--layout`` or a ``--manifest``), re-finding at most every ``rescan`` s so logs that
 appear later join; each log is one run with its own ``LogFollower`` and rule watcher
 (through a ``TrackedRun``), polled in turn, controls first. Who a run is comes from
-``orchestrator.fleet_layout``: its fields, its role, its pair (treatments see the steps
+``orchestrator.watch.fleet_layout``: its fields, its role, its pair (treatments see the steps
 of their seed's control, as ``--control`` gives them for one log). On a stop the run's
 actions are carried out, templated with its fields and ``{path}``, ``{dir}``,
 ``{name}``, ``{run_id}``, ``{rule}``, ``{step}`` (a literal brace is written ``{{``):
@@ -18,7 +18,7 @@ at once, is one whose trainer (``--pid-file``) has exited, once its log is read 
 end; a trainer that lives but has not written its first step yet (loading its model) is
 waited for. A trainer that lives but whose log has been silent for ``idle`` s after a
 step is hung, as ``watch --pid`` has it: its run fails with one line naming the last
-step (``orchestrator.watch.hung_line``), and with ``--end-hung`` the trainer is ended as
+step (``orchestrator.watch.process.hung_line``), and with ``--end-hung`` the trainer is ended as
 a stop's ``--pid-file`` ends it (in the same pool). The fleet ends when every run has
 finished and no new log has appeared for ``idle`` s.
 
@@ -46,22 +46,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from orchestrator import fleet_layout as L
 from orchestrator.console import plain
 from orchestrator.errors import GapwatchError
-from orchestrator.follow import FOLLOW_FORMATS, LogFollower, Step
-from orchestrator.logs import LogError, NameMapper, ReadOptions
 from orchestrator.rules import Decision, RuleSet
 from orchestrator.tracked import ControlFeed, TrackedRun
-from orchestrator.watch import (
+from orchestrator.watch import fleet_layout as L
+from orchestrator.watch.follow import FOLLOW_FORMATS, LogFollower, Step
+from orchestrator.watch.logs import LogError, NameMapper, ReadOptions
+from orchestrator.watch.process import alive, end_process_group, hung_end, hung_line
+from orchestrator.watch.single import (
     EXIT_DONE,
     EXIT_HUNG,
     EXIT_STOP_FAILED,
     EXIT_STOPPED,
-    _alive,
-    end_process_group,
-    hung_end,
-    hung_line,
 )
 from store import Store
 
@@ -90,7 +87,7 @@ class FleetOptions:
     layout: str | None = None
     """``runs/{correction}-s{seed}/metrics.jsonl``: each log's fields read from its path."""
     manifest: Path | None = None
-    """A YAML file mapping each log to its fields (``orchestrator.fleet_layout``)."""
+    """A YAML file mapping each log to its fields (``orchestrator.watch.fleet_layout``)."""
     control_when: str | None = None
     """``correction=none``: the fields that make a run its seed's control."""
     sweep: str = "fleet"
@@ -429,7 +426,7 @@ class Fleet:
             run.alive = None
             return None
         run.pid = int(text) if text.isdigit() else None
-        run.alive = None if run.pid is None else _alive(run.pid)
+        run.alive = None if run.pid is None else alive(run.pid)
         run.pid_text = f"pid {text}, {path}"
         return run.alive
 
@@ -467,7 +464,7 @@ class Fleet:
                 if other.pair == run.pair and feed is not None and other.tracked.watcher:
                     feed.give(other.tracked.watcher, row)
         if not self.told and run.tracked.watcher is not None:
-            from orchestrator.watch import _tell_feeds
+            from orchestrator.watch.single import _tell_feeds
 
             self.told = _tell_feeds(run.tracked, run.names, self.say, run.pair in self.controls)
         if stop is None:

@@ -3,7 +3,7 @@
 ``trainable(config)`` builds ``workers.RunConfig`` from the trial spec and reports each
 step of a ``workers.loop.GRPORun``, with a checkpoint (Tune's checkpoint API) every
 ``checkpoint_every`` steps, taken up from the newest one Tune hands back (a retry after the
-trial's node was lost: ``orchestrator.attempts``) or, on ``--resume``, from the one the
+trial's node was lost: ``orchestrator.sweep.attempts``) or, on ``--resume``, from the one the
 store recorded.
 :func:`report_steps` reports any other source of steps (a test's wrapper). A report carries the trial key
 and the step, the metrics nested under one key and the distributions JSON-encoded under
@@ -12,8 +12,8 @@ another, so Tune flattens neither; :func:`unpack` reads one back on the driver.
 A test seam, unset in use: ``HOLD_ENV`` makes a trial wait at a given step for a file, so a
 test can act on a sweep mid-way (kill a node) at a point known from events, not from time.
 
-Not here: what the driver does with a result (``orchestrator.monitor``,
-``orchestrator.recorder``).
+Not here: what the driver does with a result (``orchestrator.sweep.monitor``,
+``orchestrator.sweep.recorder``).
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ steps, and copes with what a live file does:
   (:meth:`close` tries them once more at the end, and reports them if they do not parse);
 - it may be rotated (a new file under the same name: the old one is read to its end
   first) or truncated in place (read again from its start; steps that go back are
-  skipped and reported, as ``orchestrator.logs`` does for any log);
+  skipped and reported, as ``orchestrator.watch.logs`` does for any log);
 - the trainer may pause: nothing new is not an error.
 
 Formats: every reader of ``orchestrator.readers``, detected from the path and the first
@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator import readers
-from orchestrator.logs import (
+from orchestrator.watch.logs import (
     MAX_LINE,
     Entry,
     LogError,

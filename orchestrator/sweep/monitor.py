@@ -16,7 +16,7 @@ control and stops each of its treatments at its next step with a ``void_pair`` s
 control's stored stop; the compute goes to pairs that can still mean something.
 
 **A trial taken up part way** (``--resume`` from a checkpoint, or Tune's retry after its
-node was lost: ``orchestrator.attempts``) reports first a step after 1. Its watcher is
+node was lost: ``orchestrator.sweep.attempts``) reports first a step after 1. Its watcher is
 then rebuilt from the trial's stored steps before that one, so the rules judge it as if
 it had never stopped, and its decisions about the next ``restore_grace`` steps are judged
 but not acted on (a restart's spike is not a collapse). Each attempt opens with its
@@ -31,7 +31,7 @@ stored steps and then judges the held ones in order, so its next decision is mad
 the rules' whole state (a stop among them ends the trial then). Said in one line each
 way. A store that never comes back leaves such a trial undecided, not misjudged.
 
-Not here: the rules (``orchestrator.rules``), writing (``orchestrator.recorder``).
+Not here: the rules (``orchestrator.rules``), writing (``orchestrator.sweep.recorder``).
 """
 
 from __future__ import annotations
@@ -43,15 +43,15 @@ from typing import TYPE_CHECKING, Any
 
 from ray.tune import Stopper
 
-from orchestrator.attempts import new_attempt
 from orchestrator.console import console
 from orchestrator.rules import Decision, RuleSet, Watcher
+from orchestrator.sweep.attempts import new_attempt
+from orchestrator.sweep.trainable import unpack
 from orchestrator.tracked import ControlFeed
-from orchestrator.trainable import unpack
 from store.identity import VOID_PAIR
 
 if TYPE_CHECKING:
-    from orchestrator.recorder import Recorder
+    from orchestrator.sweep.recorder import Recorder
 
 
 VOID_RULE = VOID_PAIR

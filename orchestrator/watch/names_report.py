@@ -15,8 +15,8 @@ from typing import Any
 
 from correction import names as N
 from orchestrator import rules as R
-from orchestrator.logs import NameMapper, ReadOptions, gapwatch_names, open_log
 from orchestrator.readers.base import STEP_ALIASES
+from orchestrator.watch.logs import NameMapper, ReadOptions, gapwatch_names, open_log
 
 # (pattern on a foreign name, the gapwatch name it may be): first match wins; a guess
 GUESSES: tuple[tuple[re.Pattern[str], str], ...] = tuple(

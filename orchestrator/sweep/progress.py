@@ -24,16 +24,16 @@ from ray.tune import Callback
 
 from correction import names
 from orchestrator.console import console, plain, shown
-from orchestrator.monitor import VOID_RULE, void_reason
-from orchestrator.recorder import key_of
-from orchestrator.trainable import unpack
+from orchestrator.sweep.monitor import VOID_RULE, void_reason
+from orchestrator.sweep.recorder import key_of
+from orchestrator.sweep.trainable import unpack
 
 if TYPE_CHECKING:
     from rich.console import Console
     from rich.live import Live
     from rich.table import Table
 
-    from orchestrator.recorder import Recorder
+    from orchestrator.sweep.recorder import Recorder
 
 
 @dataclass
@@ -65,7 +65,7 @@ class TrialLine:
 
     @property
     def voids_pair(self) -> bool:
-        """A control stopped by a rule: its pair is void (``orchestrator.monitor``)."""
+        """A control stopped by a rule: its pair is void (``orchestrator.sweep.monitor``)."""
         return self.role == "control" and self.stop_rule is not None
 
     def status_text(self) -> str:

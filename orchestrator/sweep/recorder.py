@@ -3,7 +3,7 @@
 It creates each trial's run row (keys and labels from the trial's identity), and turns
 what Tune and the Monitor hand it (each result's steps, warn/stop decisions, a trial's
 restart, checkpoint, placement and end) into writes for its writer
-(``orchestrator.writer``): by default a thread that batches them into few transactions
+(``orchestrator.sweep.writer``): by default a thread that batches them into few transactions
 off the driver's result path (callbacks block every trial), in the order they came, and
 rides out store outages (buffered, retried, spilled to a file past a bound, each outage
 said in a line). How a run ended is known on the driver, not read back: a trial with a
@@ -16,10 +16,10 @@ never waits on the writer; while the store cannot be reached such reads come bac
 (the rules go on from what they hold, and catch up on the control once it is back),
 except a restored trial's own steps (:meth:`Recorder.stored_steps`), which say that
 they cannot be known yet, so its rules' state waits for the store
-(``orchestrator.monitor``).
+(``orchestrator.sweep.monitor``).
 
-Not here: deciding anything (``orchestrator.monitor``), showing progress
-(``orchestrator.progress``, which asks :meth:`Recorder.outcome`).
+Not here: deciding anything (``orchestrator.sweep.monitor``), showing progress
+(``orchestrator.sweep.progress``, which asks :meth:`Recorder.outcome`).
 """
 
 from __future__ import annotations
@@ -36,11 +36,11 @@ from typing import TYPE_CHECKING, Any
 import orjson
 from ray.tune import Callback
 
-from orchestrator.attempts import resumes_after
 from orchestrator.console import console
-from orchestrator.placement import placement_of
-from orchestrator.trainable import unpack
-from orchestrator.writer import SPILL_DIR, InlineWriter, Op, ThreadWriter, Writer
+from orchestrator.sweep.attempts import resumes_after
+from orchestrator.sweep.placement import placement_of
+from orchestrator.sweep.trainable import unpack
+from orchestrator.sweep.writer import SPILL_DIR, InlineWriter, Op, ThreadWriter, Writer
 from store import StoreError
 from store.engine import mask, unreachable
 
@@ -92,7 +92,7 @@ def key_of(trial: Any) -> str:
 
 
 WRITERS = ("thread", "inline")
-"""How the Recorder writes (``orchestrator.writer``): a writer thread, or inline on the
+"""How the Recorder writes (``orchestrator.sweep.writer``): a writer thread, or inline on the
 driver's thread (the path before issue 21; for comparison)."""
 BOUND = 20_000
 """Writes held in memory while the store is unreachable before the rest are spilled to a
@@ -369,7 +369,7 @@ class Recorder(Callback):
 
     def apply(self, st: Store, ops: list[Op]) -> None:
         """Write ``ops`` to ``st``: a run of steps and decisions in one transaction, or
-        one other op (``orchestrator.writer.groups`` cuts them so)."""
+        one other op (``orchestrator.sweep.writer.groups`` cuts them so)."""
         kind, key = ops[0][1], ops[0][2]
         if kind in ("step", "decision"):
             steps: dict[int, list[tuple[int, dict[str, float], dict[str, Any]]]] = {}
@@ -480,7 +480,7 @@ class Recorder(Callback):
                 self._unwritten.setdefault(rep.key, {})[rep.step] = (seq, rep.metrics)
 
     def _record_placement(self, key: str, result: dict[str, Any]) -> None:
-        """Where the trial runs (``orchestrator.placement``) into its run's config."""
+        """Where the trial runs (``orchestrator.sweep.placement``) into its run's config."""
         where = placement_of(result)
         if where is not None:
             self._put("config", key, {"placement": where})

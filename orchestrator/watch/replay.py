@@ -28,7 +28,7 @@ from rich.table import Table
 
 from orchestrator import rules as R
 from orchestrator.console import plain
-from orchestrator.logs import LogReport, NameMapper, ReadOptions, open_log
+from orchestrator.watch.logs import LogReport, NameMapper, ReadOptions, open_log
 
 __all__ = ["ReplayResult", "replay", "replay_cli", "ruleset_for"]
 

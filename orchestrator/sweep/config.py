@@ -23,7 +23,7 @@ What is here:
   ``RunConfig`` dict with its :class:`store.identity.RunIdentity`; controls first, so they
   are scheduled before their treatments.
 
-What is not here: running anything (``orchestrator.sweep``), the rules themselves
+What is not here: running anything (``orchestrator.sweep.driver``), the rules themselves
 (``orchestrator.rules``), how a run is labelled (``store.identity``).
 """
 
@@ -40,8 +40,8 @@ import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
 
 from orchestrator import rules
-from orchestrator.command import CommandWorker
 from orchestrator.errors import GapwatchError
+from orchestrator.sweep.command import CommandWorker
 from store import identity
 from workers import RunConfig, codecs
 from workers.validation import Float, Int, Strict, check_name, describe
@@ -160,7 +160,7 @@ class SweepConfig(Strict):
     max_failures: Int = Field(default=2, ge=0)
     """How many times a trial whose process is lost (its node died or was preempted, its
     Ray worker killed) is started again, on a node still there: a built-in trial from its
-    newest checkpoint, a command trial from step 1 (``orchestrator.attempts``). An error
+    newest checkpoint, a command trial from step 1 (``orchestrator.sweep.attempts``). An error
     the trial raises itself (a trainer's non-zero exit, a hang, a bad setting) is not
     retried: it would recur. 2 lets a trial outlive two node losses, as a preemptible
     cluster may deal it in a day-long sweep, while a trial that kills every node it runs
@@ -173,7 +173,7 @@ class SweepConfig(Strict):
     in a grid should not queue thousands of runs."""
     worker: CommandWorker | None = None
     """A command to run in each trial instead of the built-in worker (any trainer that
-    writes a metrics log: ``orchestrator.command``); its codec and correction names are
+    writes a metrics log: ``orchestrator.sweep.command``); its codec and correction names are
     passed to it, not checked against gapwatch's registries."""
 
     @model_validator(mode="after")

@@ -1,6 +1,6 @@
 """The Recorder's writers: how a sweep's store writes leave the driver's result path.
 
-The Recorder (``orchestrator.recorder``) turns each Tune event into an ``Op`` (a plain
+The Recorder (``orchestrator.sweep.recorder``) turns each Tune event into an ``Op`` (a plain
 JSON-able list: a step's figures, a decision, a trial's restart, status, checkpoint or
 placement) and hands it to a writer. Two writers, one interface (``put``, ``sync``,
 ``close``, ``reachable``):

@@ -6,9 +6,9 @@ into the command, its log path and its environment (``{seed}``, ``{codec}``,
 ``{correction}``, each strength and threshold by its name, ``{trial_dir}``,
 ``{trial_key}``, ``{run_id}``, ``{workdir}``: where ``gapwatch sweep`` was started,
 ``{python}``: its interpreter, and the ``run:`` settings), starts it in ``{workdir}``, in
-its own process group, with the GPUs Ray gave the trial, follows its log (``orchestrator.follow``) and reports each step with
-``tune.report``, so the sweep's Monitor, Recorder, resume and UI treat it like a
-built-in trial.
+its own process group, with the GPUs Ray gave the trial, follows its log
+(``orchestrator.watch.follow``) and reports each step with ``tune.report``, so the sweep's
+Monitor, Recorder, resume and UI treat it like a built-in trial.
 
 How a trainer process ends with its trial:
 
@@ -41,9 +41,15 @@ from typing import Any
 
 from pydantic import Field, field_validator, model_validator
 
-from orchestrator.follow import FOLLOW_FORMATS, LogFollower
-from orchestrator.logs import NameMapper, ReadOptions
-from orchestrator.trainable import pack
+from orchestrator.sweep.trainable import pack
+from orchestrator.watch import (
+    FOLLOW_FORMATS,
+    LogFollower,
+    NameMapper,
+    ReadOptions,
+    end_process_group,
+    hung_line,
+)
 from workers.validation import Float, Strict
 
 # Started in the child before the trainer: set its parent-death signal to SIGKILL, then
@@ -259,8 +265,6 @@ def stderr_tail(out_dir: Path, lines: int = 3) -> str:
 def command_trainable(config: dict[str, Any]) -> None:
     """One Tune trial of a command trainer (see the module docstring)."""
     from ray import tune
-
-    from orchestrator.watch import end_process_group, hung_line
 
     spec = config["spec"]
     worker = CommandWorker.model_validate(spec["command"])
