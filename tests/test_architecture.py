@@ -23,17 +23,27 @@ def _lint(cwd: Path, *args: str, path: Path | None = None) -> subprocess.Complet
 def test_the_packages_keep_every_contract() -> None:
     res = _lint(ROOT)
     assert res.returncode == 0, res.stdout[-3000:]
-    assert "BROKEN" not in res.stdout and "4 kept, 0 broken" in res.stdout
+    assert "BROKEN" not in res.stdout and "8 kept, 0 broken" in res.stdout
 
 
 def test_a_cycle_or_an_upward_import_breaks_the_contracts(tmp_path: Path) -> None:
-    """The same contracts on a copy of the layout with one cycle and one wrong-way import."""
+    """The same contracts on a copy of the layout with one cycle, wrong-way imports (one
+    between packages, one between orchestrator's ways in) and a reach into a way's modules."""
     for pkg in ("orchestrator", "workers", "correction", "store", "ui"):
         (tmp_path / pkg).mkdir()
         (tmp_path / pkg / "__init__.py").write_text("")
     (tmp_path / "workers" / "a.py").write_text("def f():\n    from workers import b\n")
     (tmp_path / "workers" / "b.py").write_text("from workers import a\n")
     (tmp_path / "correction" / "c.py").write_text("import workers.a\n")
+    orch = tmp_path / "orchestrator"  # its layers, as in the package
+    for mod in ("cli", "tracked", "signals", "listing", "rules", "readers", "console", "errors"):
+        (orch / f"{mod}.py").write_text("")
+    for way in ("sweep", "watch", "integrations"):
+        (orch / way).mkdir()
+        (orch / way / "__init__.py").write_text("")
+    (orch / "sweep" / "driver.py").write_text("")
+    (orch / "watch" / "follow.py").write_text("import orchestrator.sweep.driver\n")  # up a layer
+    (orch / "integrations" / "trl.py").write_text("from orchestrator.watch import follow\n")
     (tmp_path / "pyproject.toml").write_text(
         (ROOT / "pyproject.toml")
         .read_text()
@@ -43,3 +53,6 @@ def test_a_cycle_or_an_upward_import_breaks_the_contracts(tmp_path: Path) -> Non
     assert res.returncode != 0
     assert "No import cycles inside a package BROKEN" in res.stdout
     assert "correction is not allowed to import workers" in res.stdout
+    assert "orchestrator.watch is not allowed to import orchestrator.sweep" in res.stdout
+    assert "protected package orchestrator.watch.follow" in res.stdout
+    assert "- orchestrator.integrations.trl -> orchestrator.watch.follow" in res.stdout
