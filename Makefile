@@ -49,9 +49,10 @@ typecheck: $(STAMP)
 pytest: $(STAMP) browser
 	$(PY) -m pytest -q -m "not long"
 
-# the tests marked long (a two-node Ray cluster losing a node, about 2.5 min on 2 cores):
-# out of `make test`'s 15-minute budget, run by .ci/run after it; bench/node_loss_bench.py
-# measures the same with figures
+# the tests marked long, the end-to-end scenarios of 30 s to 3 min each (Ray clusters started
+# with `ray start`, a node lost or preempted, a fleet of 12 real trainers, a driver SIGKILLed
+# and resumed, the GPU check rehearsed on CPU): out of `make test`'s 15-minute budget, run by
+# .ci/run after it
 test-long: $(STAMP)
 	$(PY) -m pytest -q -m long
 

@@ -150,6 +150,7 @@ def test_the_summary_flags_nan_gaps_out_of_range_and_missing_runs(tmp_path: Path
 
 
 @pytest.mark.slow
+@pytest.mark.long
 def test_the_rehearsal_runs_every_step_on_cpu(tmp_path: Path) -> None:
     out = tmp_path / "out"
     res = _run("--rehearse", "--out", str(out), "--wheels", str(tmp_path / "none"),

@@ -557,6 +557,7 @@ def _alive(pid: int) -> bool:
 
 
 @pytest.mark.slow
+@pytest.mark.long
 def test_a_fleet_of_real_trainers_started_by_a_shell_loop(tmp_path: Path) -> None:
     pytest.importorskip("trl")
     env = {**os.environ, **TRAINER_SETTINGS, "PY": sys.executable, "GAPWATCH": str(GAPWATCH),

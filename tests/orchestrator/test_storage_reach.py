@@ -25,8 +25,10 @@ from store import open_store
 
 from .procs import BIN, two_nodes
 
+# out of `make test`'s 15-minute budget: run by `make test-long` (which .ci/run runs after it)
 pytestmark = [
     pytest.mark.slow,
+    pytest.mark.long,
     pytest.mark.skipif(
         os.geteuid() != 0 or shutil.which("unshare") is None,
         reason="a mount namespace for the second node needs root and unshare",

@@ -37,6 +37,7 @@ CFG = {
 
 
 @pytest.mark.slow
+@pytest.mark.long
 def test_sweep_joins_ray_start_head_on_loopback(tmp_path: Path) -> None:
     port = free_port()
     # Short path: Ray's unix sockets live under it (107-character limit)

@@ -58,6 +58,7 @@ def _kill_group(p: subprocess.Popen[str]) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.long
 def test_resume_after_sigkill_has_no_duplicate_or_missing_step(tmp_path: Path) -> None:
     cfg = tmp_path / "resumable.yaml"
     cfg.write_text(yaml.safe_dump(CFG))
