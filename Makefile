@@ -47,7 +47,7 @@ typecheck: $(STAMP)
 	$(VENV)/bin/mypy
 
 pytest: $(STAMP) browser
-	$(PY) -m pytest -q -m "not long"
+	$(PY) -m pytest -q -m "not long" --durations=20
 
 # the tests marked long, the end-to-end scenarios of 30 s to 3 min each (Ray clusters started
 # with `ray start`, a node lost or preempted, a fleet of 12 real trainers, a driver SIGKILLed
