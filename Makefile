@@ -49,10 +49,8 @@ typecheck: $(STAMP)
 pytest: $(STAMP) browser
 	$(PY) -m pytest -q -m "not long" --durations=20
 
-# the tests marked long, the end-to-end scenarios of 30 s to 3 min each (Ray clusters started
-# with `ray start`, a node lost or preempted, a fleet of 12 real trainers, a driver SIGKILLed
-# and resumed, the GPU check rehearsed on CPU): out of `make test`'s 15-minute budget, run by
-# .ci/run after it
+# the tests marked long (what they are: the marker in pyproject.toml), run by .ci/run after
+# make test
 test-long: $(STAMP)
 	$(PY) -m pytest -q -m long
 

@@ -42,7 +42,6 @@ from store.rows import RunRow
 
 from .procs import end_nodes, free_port, start_node, wait_started
 
-# out of `make test`'s 15-minute budget: run by `make test-long` (which .ci/run runs after it)
 pytestmark = [pytest.mark.slow, pytest.mark.long]
 
 BIN = Path(sys.executable).parent

@@ -25,7 +25,6 @@ from store import open_store
 
 from .procs import BIN, two_nodes
 
-# out of `make test`'s 15-minute budget: run by `make test-long` (which .ci/run runs after it)
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.long,

@@ -42,7 +42,7 @@ CFG: dict[str, Any] = {
     # Run side by side, a treatment could report its last step before the driver had read
     # the control's step 2 (CI saw one stopped at step 3 of 3).
     "resources": {"cpus": float(os.cpu_count() or 1)},
-    "num_threads": 1,
+    "num_threads": 1,  # torch in the trial on one thread all the same
 }
 CONTROL = "s0-control"
 TREATS = ("s0-quant_bits2-none", "s0-quant_bits2-tis_C2")
