@@ -18,7 +18,9 @@ Built in (``names()``):
   says how many additions are left. A long horizon: most of an episode's tokens are
   written after a tool result.
 
-Not here: tokenisation, sampling, batching (see ``rollout.py``). Each env also writes
+Not here: tokenisation and how a history reads to the policy (``formats.py``: plain text, or
+a chat model's turns, where a tool result is a user turn ``<result>N</result>``), sampling,
+batching (``rollout.py``). Each env also writes
 synthetic demonstrations for the supervised warm start (``demonstration``).
 """
 
@@ -136,6 +138,11 @@ class Env:
     def observation(self, task: Task, result: str, calls: int) -> str:
         """The history text of a tool result, after ``calls`` calls (this one included)."""
         return observation_text(result)
+
+    def tool_message(self, task: Task, result: str, calls: int) -> str:
+        """A tool result as a chat turn's content (``workers.formats.Chat``), after ``calls``
+        calls (this one included)."""
+        return f"<result>{result}</result>"
 
     def step(self, task: Task, action_text: str, *, truncated: bool, calls: int = 0) -> Outcome:
         """Score one action: parse it, run the tool or check the answer. ``calls``: the
@@ -321,3 +328,7 @@ class AddChainEnv(Env):
     def observation(self, task: Task, result: str, calls: int) -> str:
         left = max(0, task.operands[2] - calls)
         return f"\n<r>{result}</r>{left:02d}\n"
+
+    def tool_message(self, task: Task, result: str, calls: int) -> str:
+        left = max(0, task.operands[2] - calls)
+        return f"<result>{result}</result> ({left} left)"

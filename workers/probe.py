@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Final
 
 from workers.envs import Env
+from workers.formats import Format
 from workers.rollout import rollout
 from workers.sampling import Sampler
 
@@ -75,8 +76,10 @@ def measure(
     token_budget: int,
     temperature: float,
     seed: int = PROBE_SEED,
+    fmt: Format | None = None,
 ) -> Quality:
-    """Play ``episodes`` tasks once each with ``sampler`` (no update) and summarise."""
+    """Play ``episodes`` tasks once each with ``sampler`` (no update) and summarise; ``fmt``
+    writes the histories as the run does (``workers.formats``; default: plain text)."""
     rng = random.Random(seed)
     tasks = [env.sample_task(rng) for _ in range(episodes)]
     trajs = rollout(
@@ -89,6 +92,7 @@ def measure(
         token_budget=token_budget,
         temperature=temperature,
         seed=seed,
+        fmt=fmt,
     )
     after_call = [t for t in trajs if t.tool_calls > 0 and t.answer is not None]
     n = len(trajs)

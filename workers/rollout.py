@@ -1,7 +1,8 @@
 """Rollouts: play G trajectories per task with the sampler, cut them into training rows.
 
-A trajectory is one token sequence: BOS + prompt, then per interaction the emitted action
-and (after a tool call) the tool's observation. Each interaction is one training ROW whose
+A trajectory is one token sequence: the history a format writes (``workers.formats``: BOS +
+prompt, or a chat model's turns with worked examples), then per interaction the emitted
+action and (after a tool call) the tool's result as the format writes it. Each interaction is one training ROW whose
 prompt is the whole history before it; its tokens are the action's. A row's slice is
 ``post_tool`` exactly when a tool result is already in its history, else ``text``.
 
@@ -16,8 +17,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from workers.envs import Env, Task
+from workers.formats import Format, Plain
 from workers.sampling import Sampler
-from workers.tokens import encode
 
 
 @dataclass
@@ -44,6 +45,8 @@ class Trajectory:
     group: int
     """Index of the task within the step (trajectories of a group share a task)."""
     ids: list[int]
+    shared: int = 0
+    """Leading ids every trajectory of its batch has in common (``Format.shared``)."""
     rows: list[Row] = field(default_factory=list)
     sampler_logps: list[list[float]] = field(default_factory=list)
     """Per row: the sampler's log-prob of each action token."""
@@ -68,10 +71,13 @@ def rollout(
     token_budget: int,
     temperature: float,
     seed: int,
+    fmt: Format | None = None,
 ) -> list[Trajectory]:
-    """Play ``group_size`` trajectories of each task, all interactions batched across them."""
+    """Play ``group_size`` trajectories of each task, all interactions batched across them.
+    ``fmt`` writes the histories (``workers.formats``; default: the env's plain text)."""
+    fmt = Plain(tokenizer, env) if fmt is None else fmt
     trajs = [
-        Trajectory(task, g, encode(tokenizer, task.prompt, first=True))
+        Trajectory(task, g, fmt.start(task), fmt.shared)
         for g, task in enumerate(tasks)
         for _ in range(group_size)
     ]
@@ -84,6 +90,7 @@ def rollout(
             max_new_tokens=token_budget,
             temperature=temperature,
             seed=seed * 1_000 + turn,
+            shared=fmt.shared,
         )
         for t, gen in zip(active, gens, strict=True):
             text = tokenizer.decode(gen.ids, skip_special_tokens=True)
@@ -107,7 +114,7 @@ def rollout(
             elif out.observation is not None:
                 t.tool_calls += 1
                 t.last_result = out.result
-                t.ids = t.ids + encode(tokenizer, out.observation, first=False)
+                t.ids = t.ids + fmt.after_tool(t.task, out.result or "", t.tool_calls)
     for t in trajs:
         t.done = True  # out of interactions: reward stays 0.0
     return trajs

@@ -8,7 +8,9 @@ trainer's updated weights. Factories take explicit arguments:
 
 - ``torch``: a copy of the trainer's weights in ``sampler_dtype`` (bfloat16 by default, as
   vLLM serves), batched generation with a KV cache, left padding, per-sequence stop at a
-  stop string, EOS or the token budget. Deterministic for a ``torch.Generator``.
+  stop string, EOS or the token budget (a finished sequence leaves the batch); a prefix
+  every prompt shares (worked examples) is read once. Deterministic for a
+  ``torch.Generator``.
 - ``vllm``: ``workers/vllm_sampler.py``, imported only when chosen (GPU, ``gpu`` extra).
 """
 
@@ -21,7 +23,7 @@ import torch
 from torch import nn
 
 from workers.registry import Registry
-from workers.sampling import DTYPE, Generation, Sampler
+from workers.sampling import DTYPE, Generation, Sampler, lm_forward
 
 _REGISTRY: Registry[Sampler] = Registry("sampler")
 register = _REGISTRY.register
@@ -95,36 +97,52 @@ class TorchSampler:
 
     @torch.no_grad()
     def generate(
-        self, prompts: list[list[int]], *, max_new_tokens: int, temperature: float, seed: int
+        self,
+        prompts: list[list[int]],
+        *,
+        max_new_tokens: int,
+        temperature: float,
+        seed: int,
+        shared: int = 0,
     ) -> list[Generation]:
-        """Batched sampling; each sequence stops at a stop string, EOS or the budget."""
+        """Batched sampling; each sequence stops at a stop string, EOS or the budget. The
+        first ``shared`` ids (the same in every prompt) are read once, their cache repeated."""
         gen = torch.Generator(device=self.device).manual_seed(seed)
-        b, width = len(prompts), max(len(p) for p in prompts)
+        b, dev = len(prompts), self.device
+        cache = None
+        if shared > 0:  # (1, S) read once, its KV cache repeated over the batch
+            _, cache = lm_forward(self.model, torch.tensor([prompts[0][:shared]], device=dev))
+            cache.batch_repeat_interleave(b)
+        rests = [p[shared:] for p in prompts]
+        width = max(len(r) for r in rests)
         ids = torch.full((b, width), self.pad, dtype=torch.long)
-        attn = torch.zeros((b, width), dtype=torch.long)
-        for i, p in enumerate(prompts):  # left padding
-            ids[i, width - len(p) :] = torch.tensor(p)
-            attn[i, width - len(p) :] = 1
-        ids, attn = ids.to(self.device), attn.to(self.device)
-        pos = (attn.cumsum(-1) - 1).clamp_min(0)  # (B, W)
-        out = self.model(input_ids=ids, attention_mask=attn, position_ids=pos, use_cache=True)
-        cache = out.cache if hasattr(out, "cache") else out.past_key_values
-        logits = out.logits[:, -1]  # (B, V)
+        attn = torch.zeros((b, shared + width), dtype=torch.long)
+        attn[:, :shared] = 1
+        for i, r in enumerate(rests):  # left padding (between the shared part and the rest)
+            ids[i, width - len(r) :] = torch.tensor(r)
+            attn[i, shared + width - len(r) :] = 1
+        ids, attn = ids.to(dev), attn.to(dev)
+        pos = (attn.cumsum(-1) - 1).clamp_min(0)[:, shared:]  # (B, W)
+        logits, cache = lm_forward(
+            self.model, ids, attention_mask=attn, position_ids=pos, cache=cache, logits_to_keep=1
+        )
+        full = logits[:, -1].float()  # (B, V) every sequence's next-token logits
         emitted: list[list[int]] = [[] for _ in range(b)]
         logps: list[list[float]] = [[] for _ in range(b)]
         tails = [""] * b
         alive = [True] * b
-        next_pos = pos[:, -1:] + 1  # (B, 1)
+        live = list(range(b))  # the sequences still in the forward's batch, in order
+        next_pos = pos[:, -1:] + 1  # (b_live, 1)
         for _ in range(max_new_tokens):
-            lp = torch.log_softmax(logits.float() / temperature, dim=-1)  # (B, V)
+            lp = torch.log_softmax(full / temperature, dim=-1)  # (B, V)
+            # a draw for every sequence, finished ones too: each sequence's random stream
+            # does not depend on when the others stop
             tok = torch.multinomial(lp.exp(), 1, generator=gen)  # (B, 1)
             tok_lp = lp.gather(-1, tok)  # (B, 1)
             # one device-to-host copy per decode step, not two per sequence (on CUDA each
             # element read would be its own synchronising copy)
             toks, tok_lps = tok[:, 0].tolist(), tok_lp[:, 0].tolist()
-            for i in range(b):
-                if not alive[i]:
-                    continue
+            for i in live:
                 t = toks[i]
                 emitted[i].append(t)
                 logps[i].append(tok_lps[i])
@@ -133,18 +151,21 @@ class TorchSampler:
                     alive[i] = False
             if not any(alive):
                 break
+            keep = [j for j, i in enumerate(live) if alive[i]]
+            if len(keep) < len(live):  # finished sequences leave the forward's batch
+                sel = torch.tensor(keep, device=dev)
+                cache.batch_select_indices(sel)
+                attn, next_pos = attn[sel], next_pos[sel]
+                live = [live[j] for j in keep]
             attn = torch.cat(
-                [attn, torch.ones((b, 1), dtype=attn.dtype, device=self.device)], dim=1
+                [attn, torch.ones((len(live), 1), dtype=attn.dtype, device=dev)], dim=1
             )
-            out = self.model(
-                input_ids=tok,
-                attention_mask=attn,
-                position_ids=next_pos,
-                cache=cache,
-                use_cache=True,
+            ids_now = tok[torch.tensor(live, device=dev)]  # (b_live, 1)
+            logits, cache = lm_forward(
+                self.model, ids_now, attention_mask=attn, position_ids=next_pos, cache=cache
             )
-            cache = out.cache if hasattr(out, "cache") else out.past_key_values
-            logits = out.logits[:, -1]
+            full = torch.zeros_like(full)  # finished sequences: a dummy (uniform) row
+            full[live] = logits[:, -1].float()
             next_pos = next_pos + 1
         return [
             Generation(e, lp, truncated=alive[i])

@@ -72,9 +72,16 @@ class VLLMSampler:
         self.llm.reset_prefix_cache()  # cached KV of the old weights is stale
 
     def generate(
-        self, prompts: list[list[int]], *, max_new_tokens: int, temperature: float, seed: int
+        self,
+        prompts: list[list[int]],
+        *,
+        max_new_tokens: int,
+        temperature: float,
+        seed: int,
+        shared: int = 0,
     ) -> list[Generation]:
-        """One action per prompt; the sampled tokens' post-temperature log-probs."""
+        """One action per prompt; the sampled tokens' post-temperature log-probs. ``shared``
+        is not needed: the engine's prefix caching reads a shared prefix once."""
         from vllm import SamplingParams
         from vllm.inputs import TokensPrompt
 

@@ -26,7 +26,7 @@ EPISODES: Final = 64
 episodes of a policy that can score show no success is 0.84**64, about 1e-5."""
 
 PROBED: Final = (
-    "model", "env", "env_kwargs", "max_interactions", "token_budget", "temperature",
+    "model", "env", "env_kwargs", "shots", "max_interactions", "token_budget", "temperature",
     "sampler_dtype", "device",
 )  # fmt: skip
 """The run settings a probe depends on; trials that share them share one probe (the
@@ -56,7 +56,7 @@ def probe_run(run: dict[str, Any]) -> Any:
     cluster the trials run on nodes that have it (Ray places them). A non-torch sampler
     is probed with the torch one (the same dense weights: whether the policy can score
     does not depend on the engine, and vLLM would take the driver's GPU)."""
-    from workers import RunConfig, devices, envs
+    from workers import RunConfig, devices, envs, formats
     from workers.loop import make_sampler
     from workers.model import load_policy
     from workers.probe import measure
@@ -71,7 +71,8 @@ def probe_run(run: dict[str, Any]) -> Any:
     sampler = make_sampler(cfg, model, tok)
     env = envs.get(cfg.env, **cfg.env_kwargs)
     return measure(env, sampler, tok, episodes=EPISODES, max_interactions=cfg.max_interactions,
-                   token_budget=cfg.token_budget, temperature=cfg.temperature)  # fmt: skip
+                   token_budget=cfg.token_budget, temperature=cfg.temperature,
+                   fmt=formats.make(tok, env, cfg.shots))  # fmt: skip
 
 
 def preflight(
