@@ -1,7 +1,7 @@
 """``RunConfig``: every setting of one RL run, validated by pydantic, with three presets.
 
 ``RunConfig.from_dict(d)`` is the one way in from YAML/Tune: an optional ``preset`` key
-(``quick``, ``long`` or ``large``) picks the base values, every other key overrides one
+(``quick``, ``long``, ``large`` or ``smollm2``) picks the base values, every other key overrides one
 field, an unknown key fails naming the valid ones, and an unknown env/codec/correction/
 sampler name fails naming the registered ones (wording: ``workers.validation``).
 
@@ -95,6 +95,26 @@ PRESETS: Final[dict[str, dict[str, Any]]] = {
         "old_logprobs": "trainer",
         "drift_reference": False,
     },
+    # A real pretrained model on CPU: SmolLM2-135M-Instruct (workers.pretrained) on mul in
+    # its chat template with two worked examples (workers.formats). Chosen by measurement
+    # (bench/real_model_bench.py): see SMOLLM2 below.
+    "smollm2": {
+        "model": "smollm2-135m",
+        "env": "mul",
+        "shots": 2,
+        "token_budget": 24,
+        "max_interactions": 3,
+        "tasks_per_step": 8,
+        "group_size": 4,
+        "steps": 15,
+        "warm_start_steps": 0,
+        "lr": 1e-6,
+        "lr_warmup_steps": 0,
+        "kl_coef": 0.0,
+        "drift_reference": False,
+        "minibatches": 1,
+        "train_layers": 6,
+    },
 }
 
 
@@ -119,7 +139,12 @@ class RunConfig(Strict):
     env_kwargs: dict[str, Any] = Field(default_factory=dict)
     """Keyword arguments of the environment (e.g. ``max_digits``)."""
     model: str = "tiny"
-    """``tiny`` (built-in ~0.8M-parameter Llama, char tokenizer) or a local HF model directory."""
+    """``tiny`` (built-in ~0.8M-parameter Llama, char tokenizer), a named pretrained model
+    (``workers.pretrained``: ``smollm2-135m``) or a local HF model directory."""
+    shots: Int = Field(default=0, ge=0, le=16)
+    """Worked examples before each task (the env's ideal episodes, the same in every run and
+    step; ``workers.formats``): chat turns for a model with a chat template, text before
+    the task otherwise. 0 for the tiny model, which is warm-started instead."""
     seed: Int = 0
     """Seed of task draws, sampling and initialisation of the RL run."""
     steps: Int = Field(default=30, ge=1, le=1_000_000)
@@ -158,6 +183,10 @@ class RunConfig(Strict):
     """Optimizer steps per GRPO step (the batch is split by trajectory)."""
     lr_warmup_steps: Int = Field(default=5, ge=0)
     """Linear learning-rate warm-up over this many GRPO steps (0: constant lr)."""
+    train_layers: Int | None = Field(default=None, ge=1)
+    """Train only the top n decoder layers and the final norm (embeddings and lower layers
+    frozen, so the backward pass stops early); None: every parameter. The codec still
+    compresses the layers chosen by ``compression_layers``, frozen or not."""
     micro_batch: Int | None = Field(default=None, ge=1)
     """Trajectories per forward/backward (gradient accumulation); None: a whole minibatch at
     once. Bounds memory for long histories and large vocabularies; results are unchanged."""
@@ -265,7 +294,7 @@ class RunConfig(Strict):
 
     @classmethod
     def preset(cls, name: str, **overrides: Any) -> RunConfig:
-        """``quick``, ``long`` or ``large``, with field overrides."""
+        """``quick``, ``long``, ``large`` or ``smollm2``, with field overrides."""
         return cls.from_dict({"preset": name, **overrides})
 
     def to_dict(self) -> dict[str, Any]:

@@ -38,11 +38,11 @@ from torch import nn
 
 from correction import diagnostics, strategies
 from correction import names as N
-from workers import checkpoint, codecs, devices, envs, samplers
+from workers import checkpoint, codecs, devices, envs, formats, samplers
 from workers.config import RunConfig
 from workers.model import load_policy
 from workers.rollout import Trajectory, rollout
-from workers.sampling import Sampler
+from workers.sampling import Sampler, lm_forward
 
 
 @dataclass
@@ -108,21 +108,36 @@ def token_logps(
     *,
     entropy: bool = True,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """Forward of whole trajectories -> (B, T-1) log-prob of each next token, (B, T-1) entropy."""
+    """Forward of whole trajectories -> (B, T-1) log-prob of each next token, (B, T-1) entropy.
+
+    Exact, at a fraction of the cost for a long shared prompt: the ids all trajectories
+    share (``Trajectory.shared``: worked examples) are read once and their KV cache
+    repeated over the batch, and logits are made only from the first action's position
+    on (positions before it, prompt, are 0 in both outputs)."""
     width = max(len(t.ids) for t in trajs)
+    first = min((t.rows[0].start for t in trajs if t.rows), default=1) - 1  # first read
+    shared = min(min(t.shared for t in trajs), first)
     ids = torch.full((len(trajs), width), pad, dtype=torch.long)
     for i, t in enumerate(trajs):
         ids[i, : len(t.ids)] = torch.tensor(t.ids)
     lengths = torch.tensor([len(t.ids) for t in trajs])
     attn = (torch.arange(width)[None] < lengths[:, None]).long()  # (B, T) right padding
     ids, attn = ids.to(device), attn.to(device)
-    logits = model(input_ids=ids, attention_mask=attn).logits[:, :-1].float() / temperature
-    logz = torch.logsumexp(logits, dim=-1)  # (B, T-1)
-    logp = logits.gather(-1, ids[:, 1:, None]).squeeze(-1) - logz  # (B, T-1)
+    cache = None
+    if shared > 0:  # (1, S) once, its cache repeated to (B, S)
+        _, cache = lm_forward(model, ids[:1, :shared])
+        cache.batch_repeat_interleave(len(trajs))
+    logits, _ = lm_forward(model, ids[:, shared:], attention_mask=attn, cache=cache,
+                           logits_to_keep=width - first)  # fmt: skip
+    logits = logits[:, :-1].float() / temperature  # (B, T-1-first, V) positions first..T-2
+    logz = torch.logsumexp(logits, dim=-1)  # (B, T-1-first)
+    part = logits.gather(-1, ids[:, first + 1 :, None]).squeeze(-1) - logz  # (B, T-1-first)
+    logp = torch.nn.functional.pad(part, (first, 0))  # (B, T-1)
     if not entropy:
         return logp, None
-    ent = logz - (torch.softmax(logits, dim=-1) * logits).sum(-1)  # (B, T-1)
-    return logp, ent
+    with torch.no_grad():  # a diagnostic: no graph over the vocabulary
+        ent = logz - (torch.softmax(logits, dim=-1) * logits).sum(-1)  # (B, T-1-first)
+    return logp, torch.nn.functional.pad(ent, (first, 0))
 
 
 def chunked_logps(
@@ -193,6 +208,21 @@ def episode_metrics(trajs: list[Trajectory], cfg: RunConfig) -> dict[str, float]
     }
 
 
+def freeze_below(model: nn.Module, top: int) -> None:
+    """Train only the top ``top`` decoder layers and the final norm: the embeddings (and a
+    head tied to them) and every layer below stay as they are. The backward pass then
+    stops at the lowest trained layer."""
+    layers = codecs.decoder_layers(model)
+    if not 1 <= top <= len(layers):
+        raise ValueError(f"train_layers must be 1..{len(layers)} for this model, got {top}")
+    model.requires_grad_(False)
+    for layer in layers[len(layers) - top :]:
+        layer.requires_grad_(True)
+    norm = getattr(getattr(model, "model", None), "norm", None)
+    if isinstance(norm, nn.Module):
+        norm.requires_grad_(True)
+
+
 class Trainer:
     """Trainer model (compressed forward), frozen reference, optimizer, correction strategy."""
 
@@ -210,7 +240,10 @@ class Trainer:
                 if m is not None:
                     codecs.attach(m, codec, cfg.compression_layers)
         self.correct = strategies.get(cfg.correction, **cfg.correction_kwargs)
-        self.opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=0.0)
+        if cfg.train_layers is not None:
+            freeze_below(model, cfg.train_layers)
+        params = [p for p in model.parameters() if p.requires_grad]
+        self.opt = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=0.0)
 
     def set_lr(self, step: int) -> None:
         """Linear warm-up over ``lr_warmup_steps`` GRPO steps, then ``lr``."""
@@ -227,11 +260,20 @@ class Trainer:
     ) -> tuple[dict[str, float], dict[str, Any]]:
         """Diagnostics, correction weights, then ``minibatches`` PPO-clip updates."""
         cfg = self.cfg
-        self.model.eval()
+        given = None  # (B, T-1) the update's own forward, where it is also the one before it
+        if cfg.minibatches == 1 and cfg.micro_batch is None:  # one update on the whole batch:
+            self.model.train()  # its forward is pi_trainer before the update (TRL does so too)
+            given, ent_full = token_logps(self.model, trajs, self.pad, cfg.temperature,
+                                          self.device)  # fmt: skip
+            old_full = given.detach()
+        else:
+            self.model.eval()
+            with torch.no_grad():
+                old_full, ent_full = self.logps(self.model, trajs)
+        assert ent_full is not None
+        old = at_rows(old_full, rows)  # (R, L) trainer log-probs before the update
+        ent = at_rows(ent_full, rows)
         with torch.no_grad():
-            old_full, ent_full = self.logps(self.model, trajs)
-            old = at_rows(old_full, rows)  # (R, L) trainer log-probs before the update
-            ent = at_rows(ent_full, rows)
             ref = at_rows(self.logps(self.ref, trajs)[0], rows) if self.ref is not None else None
         ls, m = rows.logp_sampler, rows.mask
         # one pass gives the gap figures and the |log-ratio| sketches (shared bucket indices)
@@ -257,7 +299,8 @@ class Trainer:
             n_tok = m[torch.isin(rows.traj, chunk)].sum().clamp_min(1)  # tokens in the minibatch
             self.opt.zero_grad(set_to_none=True)
             for micro in chunk.split(cfg.micro_batch or len(chunk)):  # gradient accumulation
-                part = self.micro_loss(trajs, rows, micro, base, weights, anchor, n_tok, ppo_lr)
+                part = self.micro_loss(trajs, rows, micro, base, weights, anchor, n_tok, ppo_lr,
+                                       given)  # fmt: skip
                 for k, v in part.items():
                     sums[k] += v / cfg.minibatches
             gn = nn.utils.clip_grad_norm_(self.model.parameters(), max_norm)
@@ -284,24 +327,23 @@ class Trainer:
         ref: torch.Tensor | None,
         n_tok: torch.Tensor,
         ppo_lr: torch.Tensor,
+        given: torch.Tensor | None = None,
     ) -> dict[str, float]:
         """Backward of (PPO-clip x weights + kl_coef x k3) over the rows of ``micro``'s
         trajectories, token sums divided by the minibatch's ``n_tok``; returns its parts
-        and writes the PPO log-ratio of those rows into ``ppo_lr`` (R, L)."""
+        and writes the PPO log-ratio of those rows into ``ppo_lr`` (R, L). ``given``: the
+        (B, T-1) forward of every trajectory, with grad, already made (else made here)."""
         cfg, dev = self.cfg, self.device
         sel = torch.isin(rows.traj, micro)  # (R,) rows of these trajectories
         sub = subset(rows, sel)
-        local = torch.full((len(trajs),), -1, dtype=torch.long)
-        local[micro] = torch.arange(len(micro))
-        new_full, _ = token_logps(
-            self.model,
-            [trajs[int(i)] for i in micro],
-            self.pad,
-            cfg.temperature,
-            dev,
-            entropy=False,
-        )
-        new = at_rows(new_full, sub, local[sub.traj].to(dev))  # (r, L)
+        if given is None:
+            local = torch.full((len(trajs),), -1, dtype=torch.long)
+            local[micro] = torch.arange(len(micro))
+            new_full, _ = token_logps(self.model, [trajs[int(i)] for i in micro], self.pad,
+                                      cfg.temperature, dev, entropy=False)  # fmt: skip
+            new = at_rows(new_full, sub, local[sub.traj].to(dev))  # (r, L)
+        else:
+            new = at_rows(given, sub)  # (r, L)
         mk = sub.mask.to(dev)
         ratio = torch.exp(new - base[sel].to(dev))  # (r, L)
         ppo_lr[sel] = torch.where(mk, new - base[sel].to(dev), 0.0).detach().cpu()
@@ -343,6 +385,7 @@ class GRPORun:
         self.model, self.tokenizer = load_policy(cfg)
         torch.manual_seed(cfg.seed)
         self.env = envs.get(cfg.env, **cfg.env_kwargs)
+        self.fmt = formats.make(self.tokenizer, self.env, cfg.shots)  # plain, or chat turns
         # before the codec is attached to the trainer's model: the sampler's copy stays dense
         self.sampler = make_sampler(cfg, self.model, self.tokenizer)
         pad = self.tokenizer.pad_token_id
@@ -375,6 +418,7 @@ class GRPORun:
                 token_budget=cfg.token_budget,
                 temperature=cfg.temperature,
                 seed=cfg.seed * 100_003 + step,
+                fmt=self.fmt,
             )
             rewards = torch.tensor([t.reward for t in trajs])
             rows = build_rows(trajs, group_advantages(rewards, cfg.group_size, cfg.adv_eps))

@@ -28,7 +28,7 @@ def test_unknown_key_lists_valid_ones() -> None:
         ("compression", "zip", "unknown compression 'zip'; valid: none, quant, topk"),
         ("sampler", "sglang", "unknown sampler 'sglang'; valid: torch, vllm"),
         ("correction", "magic", "magic"),
-        ("preset", "huge", "unknown preset 'huge'; valid: quick, long, large"),
+        ("preset", "huge", "unknown preset 'huge'; valid: quick, long, large, smollm2"),
     ],
 )
 def test_unknown_names_list_registered_ones(key: str, value: str, pattern: str) -> None:

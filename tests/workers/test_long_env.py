@@ -121,7 +121,9 @@ def test_the_long_preset() -> None:
     env = envs.get(cfg.env, **cfg.env_kwargs)
     assert isinstance(env, envs.AddChainEnv) and cfg.max_interactions >= env.max_calls + 1
     assert set(PRESETS["long"]) <= set(RunConfig.field_names())
-    with pytest.raises(ConfigError, match="unknown preset 'longer'; valid: quick, long, large"):
+    with pytest.raises(
+        ConfigError, match="unknown preset 'longer'; valid: quick, long, large, smollm2"
+    ):
         RunConfig.from_dict({"preset": "longer"})
 
 
