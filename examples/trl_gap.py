@@ -22,8 +22,16 @@ before it recovered, missing the ground truth's learning criteria; at 3e-4 seeds
 met them (steps 1-3 at +0.16 to +0.22, last 10 at +0.60 to +0.63; screened on those seeds
 with this script's ``--lr``).
 
+With ``--model smollm2-135m`` (a real pretrained instruct model from a registry package,
+``workers.pretrained``) or a local HF directory, the settings are the built-in worker's
+``smollm2`` preset (``workers/config.py``): ``mul`` in the model's chat template with two
+worked examples, 8 tasks x 4 episodes a step, one optimizer step per generation batch, lr
+1e-6 without warm-up, no KL anchor, only the top 6 decoder layers trained. With
+``--no-shuffle`` step 1 plays the very episodes the built-in worker's step 1 plays.
+
     python examples/trl_gap.py --seed 0 --steps 30                       # dense, ./gapwatch.db
     python examples/trl_gap.py --codec topk --keep 0.05 --correction tis # a treatment
+    python examples/trl_gap.py --model smollm2-135m --codec topk --keep 0.4 --steps 12
     python examples/trl_gap.py --log out/metrics.jsonl --dists out/dists.jsonl --no-store
 """
 
@@ -32,6 +40,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
@@ -40,6 +49,10 @@ if str(ROOT) not in sys.path:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    ap.add_argument(
+        "--model", default="tiny",
+        help="tiny (the built-in warm-started model), smollm2-135m or a local HF directory",
+    )  # fmt: skip
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--steps", type=int, default=30)
     ap.add_argument("--env", default="mul", help="a workers.envs name (mul, add_chain, ...)")
@@ -50,9 +63,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--bits", type=int, default=None, help="quant's bits")
     ap.add_argument("--correction", default="none", help="a correction.strategies name")
     ap.add_argument("--C", type=float, default=None, help="the correction's truncation cap")
-    ap.add_argument("--tasks", type=int, default=16, help="tasks per step (x 4 episodes)")
-    ap.add_argument("--lr", type=float, default=3e-4)
-    ap.add_argument("--beta", type=float, default=0.05, help="k3 anchor to the initial policy")
+    ap.add_argument("--tasks", type=int, default=None, help="tasks per step (x 4 episodes)")
+    ap.add_argument("--lr", type=float, default=None, help="3e-4 (tiny), the preset's (else)")
+    ap.add_argument("--beta", type=float, default=None, help="k3 anchor to the initial policy")
+    ap.add_argument("--no-shuffle", action="store_true", help="tasks in the dataset's order")
     ap.add_argument("--sampler-dtype", default="bfloat16", help="float32 for an exact dense match")
     ap.add_argument("--threads", type=int, default=1, help="torch threads")
     ap.add_argument("--out", default="trl-out", help="TRL's output_dir")
@@ -73,13 +87,24 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
+    trainer, callback = build(args)
+    trainer.train()
+    stop = callback.stop
+    where = f" (stopped by {stop.rule} at step {stop.step})" if stop else ""
+    print(f"trained {trainer.state.global_step} steps{where}", flush=True)
+    return 0
+
+
+def build(args: argparse.Namespace) -> tuple[Any, Any]:
+    """The ``GapGRPOTrainer`` and its ``GapwatchCallback`` that ``args`` describe."""
     import torch
     import yaml
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from gapwatch.integrations.trl import GapwatchCallback
-    from workers import RunConfig
-    from workers.model import ensure_warm_start
+    from workers import RunConfig, pretrained
+    from workers.loop import freeze_below
+    from workers.model import ensure_warm_start, source_dir
 
     given = (("keep", args.keep), ("bits", args.bits))
     # the dense control is labelled with the sweep's placeholders too: no strength for none
@@ -95,42 +120,51 @@ def run(args: argparse.Namespace) -> int:
 
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
-    preset = "long" if args.env == "add_chain" else "quick"
-    rc = RunConfig.preset(preset, seed=args.seed)
-    path = ensure_warm_start(rc)  # the built-in worker's tiny model, shipped
+    tiny = args.model == "tiny"
+    if tiny:  # the built-in worker's tiny model, shipped warm start
+        rc = RunConfig.preset("long" if args.env == "add_chain" else "quick", seed=args.seed)
+        path = ensure_warm_start(rc)
+    else:  # a real model: the built-in worker's smollm2 preset's settings
+        rc = RunConfig.preset("smollm2", model=args.model, env=args.env, seed=args.seed)
+        path = source_dir(args.model)
     tok = AutoTokenizer.from_pretrained(path, local_files_only=True)
     model = AutoModelForCausalLM.from_pretrained(path, local_files_only=True)
     episodes = ToolEpisodes(
         model, tok, env=args.env, max_interactions=rc.max_interactions,
         token_budget=rc.token_budget, temperature=rc.temperature,
-        sampler_dtype=args.sampler_dtype, seed=args.seed,
+        sampler_dtype=args.sampler_dtype, seed=args.seed, shots=rc.shots,
     )  # fmt: skip
-    group = rc.group_size
+    if rc.train_layers is not None:  # after the sampler's copy; TRL's optimizer skips frozen
+        freeze_below(model, rc.train_layers)
+    group, tasks = rc.group_size, args.tasks or (16 if tiny else rc.tasks_per_step)
+    # tiny: two accumulated halves, one optimizer step; else one optimizer step on all
+    halves = 2 if tiny else 1
+    lr = args.lr if args.lr is not None else (3e-4 if tiny else rc.lr)
     cfg = GRPOConfig(
-        output_dir=args.out, max_steps=args.steps, per_device_train_batch_size=args.tasks * group // 2,
-        gradient_accumulation_steps=2, steps_per_generation=2, num_generations=group,
-        learning_rate=args.lr, lr_scheduler_type="constant_with_warmup", warmup_steps=5,
-        beta=args.beta, epsilon=rc.clip_eps, max_grad_norm=rc.max_grad_norm or 1e9,
-        temperature=rc.temperature, loss_type="bnpo", logging_steps=1, save_strategy="no",
-        report_to=[], use_cpu=True, bf16=False, seed=args.seed, dataloader_num_workers=0,
-        max_completion_length=rc.max_interactions * (rc.token_budget + 16),
+        output_dir=args.out, max_steps=args.steps,
+        per_device_train_batch_size=tasks * group // halves, gradient_accumulation_steps=halves,
+        steps_per_generation=halves, num_generations=group, learning_rate=lr,
+        lr_scheduler_type="constant_with_warmup", warmup_steps=5 if tiny else rc.lr_warmup_steps,
+        beta=args.beta if args.beta is not None else rc.kl_coef, epsilon=rc.clip_eps,
+        max_grad_norm=rc.max_grad_norm or 1e9, temperature=rc.temperature, loss_type="bnpo",
+        logging_steps=1, save_strategy="no", report_to=[], use_cpu=True, bf16=False,
+        seed=args.seed, dataloader_num_workers=0, shuffle_dataset=not args.no_shuffle,
+        max_completion_length=rc.max_interactions * (rc.token_budget + 32),
     )  # fmt: skip
+    info = pretrained.model_info(args.model)
     callback = GapwatchCallback(
         name=args.name, db=args.db, sweep="trl-gap", seed=args.seed, codec=gap.label,
         correction=args.correction, log_path=args.log, dists_path=args.dists,
         store=not args.no_store, rules=yaml.safe_load(args.rules) if args.rules else None,
         role="control" if args.codec == "none" else "treatment",
+        config={"model_info": info} if info else None,
     )  # fmt: skip
     trainer = GapGRPOTrainer(
         model=model, reward_funcs=episode_reward, args=cfg, processing_class=tok,
         train_dataset=episodes.dataset(4096, args.seed), rollout_func=episodes,
         callbacks=[callback], gap=gap,
     )  # fmt: skip
-    trainer.train()
-    stop = callback.stop
-    where = f" (stopped by {stop.rule} at step {stop.step})" if stop else ""
-    print(f"trained {trainer.state.global_step} steps{where}", flush=True)
-    return 0
+    return trainer, callback
 
 
 if __name__ == "__main__":

@@ -61,11 +61,13 @@ NOT_SHARED: Final = frozenset(
         "num_threads",
         "device",
         "placement",
+        "model_info",
         "drift_reference",
     }
 )
 """Config keys a treatment may differ from its control in (the arms of a pair, and where
-or under what label it ran); every other key is part of ``settings``."""
+or under what label it ran), and what is recorded about a run rather than set
+(``model_info``: a named model's figures); every other key is part of ``settings``."""
 
 
 def number(v: Any) -> str:

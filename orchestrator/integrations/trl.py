@@ -76,6 +76,8 @@ class GapwatchCallback(TrainerCallback):  # type: ignore[misc]
             (``{"step": n, "distributions": {name: payload}}``; a command sweep's
             ``worker.distributions`` reads it), where the trainer hands any over.
         store: False to write only ``log_path`` (no store, no rules).
+        config: more of the run to record in its stored config (e.g. ``{"model_info":
+            workers.pretrained.describe(name)}``).
     """
 
     def __init__(
@@ -93,6 +95,7 @@ class GapwatchCallback(TrainerCallback):  # type: ignore[misc]
         log_path: str | Path | None = None,
         dists_path: str | Path | None = None,
         store: bool = True,
+        config: dict[str, Any] | None = None,
     ) -> None:
         if role not in ("control", "treatment"):
             raise ValueError(f"role {role!r}: use 'control' or 'treatment'")
@@ -106,6 +109,7 @@ class GapwatchCallback(TrainerCallback):  # type: ignore[misc]
         self.dists_path = None if dists_path is None else Path(dists_path)
         self._dists: Callable[[], dict[str, Any]] | None = None
         self.use_store = store
+        self.extra_config = dict(config or {})
         self.run: TrackedRun | None = None
         self.stop: Decision | None = None
         self.names = NameMapper("trl")
@@ -141,6 +145,7 @@ class GapwatchCallback(TrainerCallback):  # type: ignore[misc]
             "trainer": type(kwargs.get("model")).__name__ if kwargs.get("model") else None,
             "output_dir": str(getattr(args, "output_dir", "")),
             "seed": seed,
+            **self.extra_config,
         }
         self.run = TrackedRun(
             st, sweep_id, name, ident, config, self.ruleset, control_run=self.control_run

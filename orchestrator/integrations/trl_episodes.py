@@ -16,8 +16,11 @@ result after the prompt, in order, with
 Why a ``rollout_func`` and not TRL's ``tools=``: TRL's tool loop needs a chat template with
 tool-call parsing that the tiny character-level model does not have, and the built-in
 env already plays exactly the episodes the built-in worker trains on (per-interaction
-token budget, the format penalty, the tool's result appended to the history), so both
-paths measure the same task. Episode figures (success, tool calls, parse failures, turns,
+token budget, the format penalty, the tool's result appended to the history, a chat
+model's template with worked examples: ``workers.formats``), so both paths measure the
+same task. With TRL's ``shuffle_dataset=False`` and the worker's seed, step 1 plays the
+very episodes the built-in worker's step 1 plays (the same tasks in the same order, the
+same sampling seed). Episode figures (success, tool calls, parse failures, turns,
 per-interaction lengths and clip ratio) go into the trainer's logs under gapwatch's names.
 
 Use::
@@ -36,7 +39,7 @@ import random
 from typing import Any
 
 from correction import names as N
-from workers import envs, samplers
+from workers import envs, formats, samplers
 from workers.envs import Task
 from workers.rollout import Trajectory, rollout
 
@@ -58,6 +61,8 @@ class ToolEpisodes:
             trainer's ``temperature`` (TRL's log-probs divide by it too).
         sampler, sampler_dtype, device: the sampling engine (``torch`` or ``vllm``).
         seed: seeds the episodes' sampling (each call gets its own seed from it).
+        shots: worked examples before each task (``workers.formats``: chat turns where the
+            tokenizer has a chat template, as the built-in worker's ``shots``).
     """
 
     def __init__(
@@ -74,9 +79,11 @@ class ToolEpisodes:
         sampler_dtype: str = "bfloat16",
         device: str = "cpu",
         seed: int = 0,
+        shots: int = 0,
     ) -> None:
         self.env = envs.get(env, **(env_kwargs or {}))
         self.tokenizer = tokenizer
+        self.fmt = formats.make(tokenizer, self.env, shots)  # plain, or the chat template
         self.max_interactions, self.token_budget = max_interactions, token_budget
         self.temperature, self.seed = temperature, seed
         self.sampler = samplers.make(sampler, model, tokenizer, device=device, dtype=sampler_dtype,
@@ -111,7 +118,7 @@ class ToolEpisodes:
         trajs = rollout(
             self.env, tasks, 1, self.sampler, self.tokenizer,
             max_interactions=self.max_interactions, token_budget=self.token_budget,
-            temperature=self.temperature, seed=self.seed * 100_003 + self.calls,
+            temperature=self.temperature, seed=self.seed * 100_003 + self.calls, fmt=self.fmt,
         )  # fmt: skip
         out = to_trl(trajs)
         mode = "train" if trainer.model.training else "eval"

@@ -43,7 +43,7 @@ from orchestrator import rules
 from orchestrator.errors import GapwatchError
 from orchestrator.sweep.command import CommandWorker
 from store import identity
-from workers import RunConfig, codecs
+from workers import RunConfig, codecs, pretrained
 from workers.validation import Float, Int, Strict, check_name, describe
 
 Scalar = int | float | str | bool
@@ -73,36 +73,6 @@ def _combos(grid: dict[str, Scalar | list[Scalar]]) -> list[dict[str, Scalar]]:
     return [dict(zip(keys, c, strict=True)) for c in itertools.product(*values)]
 
 
-class Compression(Strict):
-    """One compressed-trainer setting: a codec and its strength; a list value sweeps it.
-
-    Any key besides ``codec`` and ``layers`` is the codec's strength keyword, e.g.
-    ``{codec: quant, bits: 2}`` or ``{codec: topk, keep: [0.1, 0.05]}``.
-    """
-
-    codec: str
-    """Codec name from ``workers.codecs.names()``."""
-    params: dict[str, Scalar | list[Scalar]] = Field(default_factory=dict)
-    """The codec's keyword strength(s) (``bits``, ``keep``); a list sweeps it."""
-    layers: str | Int | None = None
-    """Which layer outputs are compressed (``all`` or every n-th); None: the run's setting."""
-
-    @model_validator(mode="before")
-    @classmethod
-    def _gather_params(cls, data: Any) -> Any:
-        if isinstance(data, str):
-            return {"codec": data}
-        if isinstance(data, dict) and "params" not in data:
-            rest = {k: v for k, v in data.items() if k not in ("codec", "layers")}
-            out = {k: data[k] for k in ("codec", "layers") if k in data}
-            return {**out, "params": rest}
-        return data
-
-    def combos(self) -> list[dict[str, Scalar]]:
-        """Every strength combination this entry sweeps, in YAML order (derived)."""
-        return _combos(self.params)
-
-
 class Correction(Strict):
     """One correction strategy; any key besides ``name`` is a threshold (a list sweeps it)."""
 
@@ -126,6 +96,40 @@ class Correction(Strict):
         return _combos(self.thresholds)
 
 
+class Compression(Strict):
+    """One compressed-trainer setting: a codec and its strength; a list value sweeps it.
+
+    Any key besides ``codec``, ``layers`` and ``correction`` is the codec's strength
+    keyword, e.g. ``{codec: quant, bits: 2}`` or ``{codec: topk, keep: [0.1, 0.05]}``.
+    """
+
+    codec: str
+    """Codec name from ``workers.codecs.names()``."""
+    params: dict[str, Scalar | list[Scalar]] = Field(default_factory=dict)
+    """The codec's keyword strength(s) (``bits``, ``keep``); a list sweeps it."""
+    layers: str | Int | None = None
+    """Which layer outputs are compressed (``all`` or every n-th); None: the run's setting."""
+    correction: list[Correction] | None = Field(default=None, min_length=1)
+    """The corrections this setting is crossed with, where not every one of the sweep's
+    ``correction`` list (``{codec: quant, bits: 8, correction: [none]}``); None: all."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _gather_params(cls, data: Any) -> Any:
+        if isinstance(data, str):
+            return {"codec": data}
+        if isinstance(data, dict) and "params" not in data:
+            own = ("codec", "layers", "correction")
+            rest = {k: v for k, v in data.items() if k not in own}
+            out = {k: data[k] for k in own if k in data}
+            return {**out, "params": rest}
+        return data
+
+    def combos(self) -> list[dict[str, Scalar]]:
+        """Every strength combination this entry sweeps, in YAML order (derived)."""
+        return _combos(self.params)
+
+
 class SweepConfig(Strict):
     """A paired dense/compressed sweep, as written in a sweep YAML."""
 
@@ -137,7 +141,8 @@ class SweepConfig(Strict):
     """``workers.RunConfig`` fields every trial shares (``env``, ``steps``, ``lr``, ...);
     the same names may also stand at the top level."""
     compression: list[Compression] = Field(min_length=1)
-    """Compressed-trainer settings; each is crossed with every correction."""
+    """Compressed-trainer settings; each is crossed with every correction (or its own
+    ``correction`` list)."""
     correction: list[Correction] = Field(min_length=1)
     """Correction strategies; each is crossed with every compression setting."""
     rules: dict[str, Any] = Field(default_factory=dict)
@@ -185,9 +190,16 @@ class SweepConfig(Strict):
 
         for i, comp in enumerate(self.compression):
             _named(f"compression.{i}.codec", "codec", comp.codec, codecs.names())
+            for j, corr in enumerate(comp.correction or []):
+                where = f"compression.{i}.correction.{j}.name"
+                _named(where, "correction", corr.name, strategies.names())
         for i, corr in enumerate(self.correction):
             _named(f"correction.{i}.name", "correction", corr.name, strategies.names())
         return self
+
+    def crossed(self, comp: Compression) -> list[Correction]:
+        """The corrections ``comp`` is crossed with: its own list, else the sweep's."""
+        return comp.correction or self.correction
 
     @model_validator(mode="before")
     @classmethod
@@ -291,6 +303,9 @@ class TrialSpec:
             **self.ident.store_fields(),
             "run": self.run,
             "command": self.command,
+            # a named pretrained model's figures (read off its file once per process; a
+            # missing package fails here, in one line, before anything launches)
+            "model_info": pretrained.model_info(str(self.run.get("model", ""))),
         }
 
 
@@ -334,8 +349,8 @@ def _trial(
 
 def count_trials(cfg: SweepConfig) -> int:
     """How many trials ``cfg`` expands to (counted, not built)."""
-    arms = sum(len(c.combos()) for c in cfg.compression) * sum(
-        len(c.combos()) for c in cfg.correction
+    arms = sum(
+        len(c.combos()) * sum(len(k.combos()) for k in cfg.crossed(c)) for c in cfg.compression
     )
     return len(cfg.seeds) * (1 + arms)
 
@@ -356,7 +371,7 @@ def expand(cfg: SweepConfig) -> tuple[TrialSpec, ...]:
         controls.append(control)
         for comp in cfg.compression:
             for ckw in comp.combos():
-                for corr in cfg.correction:
+                for corr in cfg.crossed(comp):
                     for tkw in corr.combos():
                         arm: dict[str, Any] = {
                             "compression": comp.codec,

@@ -165,13 +165,15 @@ def run_local(
 
     from orchestrator import rules
     from store import open_store
-    from workers import train
+    from workers import pretrained, train
 
     cfg, rules_settings = _load(config_path, overrides or [])
     # built (and so validated) before any work starts
     ruleset = rules.build(rules_settings) if apply_rules else None
     config = cfg.to_dict()
     ident = identity.of_config(config)
+    model_info = pretrained.model_info(cfg.model)  # a named model's figures, stored
+    extras = {"model_info": model_info} if model_info else {}
     file_log = VerlFileLogger(log) if log is not None else None  # an unwritable path fails here
     where = f"to {log}"
     run: TrackedRun | Untracked = Untracked()
@@ -184,7 +186,7 @@ def run_local(
             run = TrackedRun(
                 st, sweep_id, ident.unique_key, ident, config, ruleset, control_run=control
             )
-            st.update_run_config(run.run_id, {"placement": this_process()})
+            st.update_run_config(run.run_id, {"placement": this_process(), **extras})
         except BaseException:
             if file_log is not None:
                 file_log.close()

@@ -329,6 +329,7 @@ class Recorder(Callback):
                     return int(r.id)
             return None
         spec = self.specs[key]
+        info = spec.get("model_info")  # a named model's figures beside the settings
         run_id = st.ensure_run(
             self.sweep_id,
             key,
@@ -337,7 +338,7 @@ class Recorder(Callback):
             seed=spec["seed"],
             compression=spec["compression"],
             correction=spec["correction"],
-            config=spec["run"],
+            config={**spec["run"], **({"model_info": info} if info else {})},
             status="running",
         )
         self.run_ids[key] = run_id
