@@ -219,7 +219,8 @@ class ScoreCollapse(StreakRule):
     step, so the line is set for about one false stop in a hundred 100-step runs whose
     means do not differ (each step's one-sided chance 0.01, squared for two steps in a
     row, times 100 steps; 2.33 for a known standard error, 2.5 for one estimated from
-    about 20 differences); bench/detection_bench.py measures it on simulated pairs. On
+    about 20 differences); bench/results/detection_bench.md measures it on simulated
+    pairs of runs alike (about one in a hundred; 2 stopped about one in ten). On
     the ground truth the spread test (``control_margin``) stopped collapses a median of
     5 and up to 25 steps after their onset, or never (a dead run's score sits 0.3-0.5
     below a control whose rewards spread 0.5); this test stops them within 2 steps of
@@ -230,7 +231,7 @@ class ScoreCollapse(StreakRule):
     """The latest trainer steps whose step means give each run's noise (``control_z``);
     the test waits for ``NOISE_LEAST`` (5) trainer steps. 20: about twenty
     differences per estimate, the basis of ``control_z``'s line (with 10 the false stops
-    of runs alike rose threefold, bench/detection_bench.py)."""
+    of runs alike about doubled, bench/results/detection_bench.md)."""
     from_best: Float | None = Field(default=None, gt=0)
     """Crosses where the (smoothed) score is below the best it has reached by more than
     this many of the run's own units (a run that learned, then lost it). Off by default:
@@ -922,10 +923,13 @@ class ConstantAdvantage(StreakRule):
     groups smoothed by that prior), the chance of a crossing step is ``q`` = P(at least
     ``frac`` of ``G`` groups alike), and the streak ``n`` needs ``t * q^n <= chance``
     after ``t`` trainer steps (the expected number of such streaks by chance in a run
-    this long). Large batches keep ``k`` (G = 16 at the early rates of the ground truth:
-    2 or 3 steps); two groups at a rate of one half need 5 to 7. And, as the corpus
+    this long). A fraction only ever 0 or 1 tells no group count and is read as one
+    group a step. Large batches keep about ``k``: on the ground truth (16 groups a step)
+    the rule alone stops most collapses it catches at the same step as a fixed streak of
+    2, the rest a few steps later (bench/results/detection_bench.md). And, as the corpus
     criterion defines a dead run, a run whose first ``dead_steps`` trainer steps cross on
-    at least ``dead_share`` of them is stopped once that share is certain."""
+    at least ``dead_share`` of them (a logged fraction, or a fallback's all-alike steps)
+    is stopped once that share is certain, unless it is at a best it rose to."""
 
     feeds = (
         frozenset({N.ZERO_ADV_FRAC}),
