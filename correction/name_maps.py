@@ -72,12 +72,25 @@ Some names hold a data-dependent segment (prime-rl's agent name in
   GRPO), SkyRL's ``minibatch_rollout_logprobs_abs_diff_*`` (the update's own drift
   included).
 
+**Any separator, an exporter's prefix** (issue 37). A log exported from TensorBoard or
+W&B to CSV often writes ``critic_score_mean`` for verl's ``critic/score/mean``, and a
+tracker may file the figures under ``train/`` or ``charts/``. :func:`resolve` takes a
+name that is not one a source writes to the one it stands for: its prefix (``train/``,
+``charts/``) taken off, then its separators (``/ _ . -``) read as one, where that
+names exactly one figure the source (or gapwatch) writes; ``eval/`` last, and only where
+the row has that figure nowhere else (an evaluation figure is not the training one).
+:func:`detect` counts, per source, the names of a row it explains that way, so a row of
+flattened verl names is not taken for OpenRLHF (whose ``actor_grad_norm`` is also verl's
+``actor/grad_norm`` flattened).
+
 Call :func:`detect` (which trainer wrote these names), :func:`lookup` (one name's meaning
-for a source), :func:`mapped` (a row with gapwatch's names added), :data:`MAPS`.
+for a source), :func:`resolve` (the name a foreign one stands for, and how it matched),
+:func:`mapped` (a row with gapwatch's names added), :data:`MAPS`.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections.abc import Callable, Iterable, Mapping
@@ -640,12 +653,8 @@ def _marked(have: set[str], marks: frozenset[str]) -> bool:
     return any(m in have or m.removeprefix("train/") in have for m in marks)
 
 
-def detect(names: Iterable[str]) -> Source:
-    """Which trainer wrote a row with these names: ``trl`` where TRL's own names appear;
-    slime, SkyRL, NeMo-RL, ROLL, OpenRLHF or AReaL where one of theirs does (with or
-    without a ``train/`` prefix); else ``trl`` on its ``reward``, ``verl`` where verl's
-    names are, ``prime-rl`` or ``tinker`` where theirs are, else ``gapwatch``."""
-    have = set(names)
+def _detect_exact(have: set[str]) -> Source:
+    """:func:`detect` on the names as written (no separator or prefix matching)."""
     if have & _TRL_OWN_MARKS:
         return "trl"
     for source, marks in _OWN_MARKS:
@@ -662,6 +671,26 @@ def detect(names: Iterable[str]) -> Source:
     return "gapwatch"
 
 
+def detect(names: Iterable[str]) -> Source:
+    """Which trainer wrote a row with these names: ``trl`` where TRL's own names appear;
+    slime, SkyRL, NeMo-RL, ROLL, OpenRLHF or AReaL where one of theirs does (with or
+    without a ``train/`` prefix); else ``trl`` on its ``reward``, ``verl`` where verl's
+    names are, ``prime-rl`` or ``tinker`` where theirs are, else ``gapwatch``. Where some
+    names are known only through :func:`resolve` (another separator or an exporter's
+    prefix), the source that explains the most of the row's names wins, the one told
+    from the names as written keeping a tie."""
+    have = set(names)
+    told = _detect_exact(have | {n.removeprefix("train/") for n in have})
+    matched = {n for n in have if n not in _KNOWN and _matches_any(n)}
+    if not matched:
+        return told
+    votes = {src: sum(_explains(n, src) for n in have) for src in SOURCES}
+    # a tie keeps the source told from the names as written; verl's names are gapwatch's,
+    # and verl's map reads a few more (its actor/kl_loss, timing_s/step)
+    best = max(votes, key=lambda src: (votes[src], src == told != "gapwatch", src == "verl"))
+    return best if votes[best] > votes[told] or told == "gapwatch" else told
+
+
 def lookup(source: Source, name: str) -> Meaning | None:
     """The meaning of ``name`` as ``source`` writes it: its exact entry (with or without
     transformers' ``train/`` prefix), else the first pattern it matches; None where it
@@ -675,6 +704,127 @@ def lookup(source: Source, name: str) -> Meaning | None:
     for pattern, meaning in PATTERNS.get(source, ()):
         if pattern.fullmatch(name):
             return meaning
+    return None
+
+
+EXPORT_PREFIXES: Final[tuple[str, ...]] = ("train/", "charts/")
+"""Prefixes a tracker or an exporter files training figures under: transformers' reporters
+(``train/``) and TensorBoard/W&B charts exported to CSV (``charts/``)."""
+EVAL_PREFIX: Final = "eval/"
+"""Taken off last, and only where the row has the figure nowhere else."""
+SEPARATORS: Final = re.compile(r"[/_.\-]+")
+"""The separators a name may come with, read as one (``critic/score/mean``,
+``critic_score_mean``, ``critic.score.mean`` and ``critic-score-mean`` alike)."""
+
+
+def flat(name: str) -> str:
+    """``name`` with every run of separators as one ``_`` (and none at its ends)."""
+    return SEPARATORS.sub("_", name).strip("_")
+
+
+@dataclass(frozen=True)
+class NameMatch:
+    """What a foreign name stands for: a name ``source`` writes (or gapwatch's), and how."""
+
+    name: str
+    """The name as the source writes it (a key of its map, a derived figure's input, a
+    mark), or gapwatch's own (``correction.names``)."""
+    how: str
+    """``exact``, or how it was matched: ``prefix train/``, ``separators``, ``prefix
+    charts/ and separators``, ``prefix eval/`` ..."""
+
+
+def _forms(name: str) -> set[str]:
+    bare = name.removeprefix("train/")
+    return {name, bare, "train/" + bare}
+
+
+@functools.cache
+def vocabulary(source: Source, *, own: bool = False) -> frozenset[str]:
+    """The names ``source`` writes that gapwatch reads: its map's keys (with and without
+    transformers' ``train/``), its derived figures' inputs and its marks; gapwatch's own
+    names (verl's) too, as every log may carry them, unless ``own`` (what tells a source
+    apart: verl's and gapwatch's own are theirs)."""
+    out: set[str] = set(N.all_names()) if not own or source in ("verl", "gapwatch") else set()
+    for key in MAPS[source]:
+        out |= _forms(key)
+    for d in DERIVED.get(source, ()):
+        for key in d.of:
+            out |= _forms(key)
+    marks = dict(_OWN_MARKS).get(source, frozenset())
+    marks |= {"trl": _TRL_MARKS, "verl": _VERL_MARKS, "prime-rl": _PRIME_MARKS,
+              "tinker": _TINKER_MARKS}.get(source, frozenset())  # fmt: skip
+    for key in marks:
+        out |= _forms(key)
+    return frozenset(out)
+
+
+@functools.cache
+def _flat_index(source: Source) -> dict[str, frozenset[str]]:
+    index: dict[str, set[str]] = {}
+    for name in vocabulary(source):
+        index.setdefault(flat(name), set()).add(name)
+    return {k: frozenset(v) for k, v in index.items()}
+
+
+@functools.cache
+def _known() -> frozenset[str]:
+    return frozenset().union(*(vocabulary(src) for src in SOURCES))
+
+
+_KNOWN = _known()
+"""Every name any source writes as gapwatch reads it."""
+
+
+@functools.cache
+def _own_flat(source: Source) -> frozenset[str]:
+    return frozenset(flat(n) for n in vocabulary(source, own=True))
+
+
+@functools.cache
+def _explains(name: str, source: Source) -> bool:
+    """Whether ``name`` is one of ``source``'s own names, as written or matched."""
+    own = vocabulary(source, own=True)
+    if name in own:
+        return True
+    rest = name
+    for p in EXPORT_PREFIXES:
+        if name.startswith(p):
+            rest = name[len(p) :]
+            if rest in own:
+                return True
+    return flat(rest) in _own_flat(source)
+
+
+@functools.cache
+def _matches_any(name: str) -> bool:
+    return any(resolve(name, src) is not None for src in SOURCES)
+
+
+@functools.cache
+def resolve(name: str, source: Source, *, eval_prefix: bool = False) -> NameMatch | None:
+    """The name ``source`` writes (or gapwatch's) that ``name`` stands for: itself, or
+    with an exporter's prefix (:data:`EXPORT_PREFIXES`) taken off, or with its separators
+    read as one where that matches exactly one known name; ``eval_prefix``: also with
+    ``eval/`` taken off (the caller checks the row has the figure nowhere else). None:
+    it stands for none."""
+    vocab = vocabulary(source)
+    if name in vocab:
+        return NameMatch(name, "exact")
+    bases = [("", name)] + [(p, name[len(p) :]) for p in EXPORT_PREFIXES if name.startswith(p)]
+    if eval_prefix and name.startswith(EVAL_PREFIX):
+        bases.append((EVAL_PREFIX, name[len(EVAL_PREFIX) :]))
+    for prefix, rest in bases:
+        how = f"prefix {prefix}" if prefix else ""
+        if prefix and rest in vocab:
+            return NameMatch(rest, how)
+        hits = _flat_index(source).get(flat(rest), frozenset())
+        # one figure: several names that differ only by train/ are one (OpenRLHF's)
+        figures = {h.removeprefix("train/") for h in hits}
+        if len(figures) == 1:
+            (figure,) = figures
+            pick = figure if figure in vocab else min(hits, key=len)
+            return NameMatch(pick, f"{how} and separators" if how else "separators")
     return None
 
 
