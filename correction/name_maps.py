@@ -43,7 +43,14 @@ console dict are their sinks):
   ``train/*``, the actor's ``actor/*``) and ``oat/learners/base.py`` (``misc/*``; one dict
   per ``logging_steps``, pretty-printed on the console and sent to W&B with ``--use-wb``).
   Its PPO learner logs the mismatch by default: ``train/kl_sample_train_v1`` (k1) and the
-  signed extremes of p_sampler - p_learner.
+  signed extremes of p_sampler - p_learner;
+- XTuner (InternLM/xtuner @ 2b6bb99d, 2026-02-04): ``xtuner/v1/train/rl_trainer.py``
+  (``_log_step``: the rollout's ``rewards/*`` and ``response_len/*``),
+  ``xtuner/v1/rl/base/worker.py`` (``fit``: the trainer's and the sampler's entropy, the
+  KL to the reference, the inner optimizer steps' ``grad_norm`` and losses) and
+  ``xtuner/v1/rl/base/rollout_is.py`` (the ``mismatch/*`` figures, modified from verl's
+  rollout correction: the same estimators); read from its console log by
+  ``orchestrator.readers.xtuner``.
 
 Some names hold a data-dependent segment (prime-rl's agent name in
 ``train/agg/effective/<agent>/reward/mean``, ROLL's env tag in ``env/<tag>/success``):
@@ -101,11 +108,11 @@ from correction import names as N
 
 Source = Literal[
     "gapwatch", "verl", "trl", "prime-rl", "tinker",
-    "slime", "skyrl", "nemo-rl", "roll", "openrlhf", "areal", "oat",
+    "slime", "skyrl", "nemo-rl", "roll", "openrlhf", "areal", "oat", "xtuner",
 ]  # fmt: skip
 SOURCES: Final[tuple[Source, ...]] = (
     "gapwatch", "verl", "trl", "prime-rl", "tinker",
-    "slime", "skyrl", "nemo-rl", "roll", "openrlhf", "areal", "oat",
+    "slime", "skyrl", "nemo-rl", "roll", "openrlhf", "areal", "oat", "xtuner",
 )  # fmt: skip
 
 
@@ -501,10 +508,74 @@ of groups, with no group count logged beside them), ``train/logprobs_diff_max|mi
 (new vs old policy: the update's own drift, not the mismatch); ``actor/no_eos_count``
 and the prob-diff extremes are read into :data:`DERIVED` figures."""
 
+XTUNER: Final[dict[str, Meaning]] = {
+    "rewards/mean": Meaning(
+        N.SCORE_MEAN, "mean reward of the rollout's samples trained on (per session in later "
+        "versions)",
+    ),
+    "rewards/min": Meaning(N.SCORE_MIN, "lowest reward of the rollout's samples"),
+    "rewards/max": Meaning(N.SCORE_MAX, "highest reward of the rollout's samples"),
+    "response_len/mean": Meaning(N.RESPONSE_LENGTH_MEAN, "response tokens per sample"),
+    "response_len/max": Meaning(N.RESPONSE_LENGTH_MAX, "longest response of the rollout"),
+    "avg entropy": Meaning(
+        N.ENTROPY,
+        "-mean log pi_train of the sampled tokens over the rollout's trained tokens: the "
+        "trainer's entropy estimate (its console; its tracker's entropy/train)",
+    ),
+    "avg KL divergence": Meaning(
+        N.KL_TO_REF, "k3 (low_var_kl) KL of the trainer to the reference per token; logged "
+        "only with a reference model",
+    ),
+    "mismatch/mismatch_kl": Meaning(
+        N.KL, "mean(logp_rollout - logp_train) over response tokens: k1, verl's rollout_corr/kl"
+    ),
+    "mismatch/mismatch_k3_kl": Meaning(
+        N.K3_KL, "mean of exp(lr) - lr - 1, lr = logp_train - logp_rollout: k3"
+    ),
+    "mismatch/mismatch_log_ppl_diff": Meaning(
+        N.LOG_PPL_DIFF, "mean over sequences of log ppl_train - log ppl_rollout"
+    ),
+    "mismatch/mismatch_logprob_abs_diff": Meaning(
+        N.ABS_LOG_RATIO_MEAN, "mean |logp_train - logp_rollout| over response tokens"
+    ),
+    "mismatch/rollout_is_mean": Meaning(N.IS_MEAN, "mean importance weight, as verl's"),
+    "mismatch/rollout_is_std": Meaning(N.IS_STD, "std of the (clamped) importance weights"),
+    "mismatch/rollout_is_min": Meaning(N.IS_MIN, "smallest importance weight, as verl's"),
+    "mismatch/rollout_is_max": Meaning(N.IS_MAX, "largest importance weight, as verl's"),
+    "mismatch/rollout_is_eff_sample_size": Meaning(
+        N.IS_ESS, "1 / mean of the squared normalised (clamped) weights: the ESS fraction"
+    ),
+    "mismatch/rollout_is_ratio_fraction_high": Meaning(
+        N.IS_RATIO_FRACTION_HIGH, "share of tokens whose ratio is above the upper threshold"
+    ),
+    "mismatch/rollout_is_ratio_fraction_low": Meaning(
+        N.IS_RATIO_FRACTION_LOW, "share of tokens whose ratio is below the lower threshold"
+    ),
+    "mismatch/rollout_is_masked_fraction": Meaning(
+        N.MASKED_FRACTION, "share of tokens the mask mode zeroes"
+    ),
+    "mismatch/rollout_is_seq_masked_fraction": Meaning(
+        N.RS_SEQ_MASKED_FRACTION, "share of sequences with a masked token"
+    ),
+    "mismatch/rollout_is_veto_fraction": Meaning(
+        N.IS_VETO_FRACTION, "share of sequences the veto rejects"
+    ),
+    "grad_norm": Meaning(
+        N.GRAD_NORM, "gradient norm, the mean over the rollout's inner optimizer steps"
+    ),
+    "reduced_llm_loss": Meaning(
+        N.PG_LOSS, "the policy loss reduced over ranks, the mean over the inner steps"
+    ),
+}  # fmt: skip
+"""XTuner's RL names as its console prints them (``orchestrator.readers.xtuner``). Left
+unmapped: ``mismatch/mismatch_training_ppl`` and ``mismatch_rollout_ppl`` (perplexities:
+no gapwatch figure), ``max_ratio`` (the PPO ratio's largest value over the update: the
+update's own drift, not the mismatch), ``avg rollout entropy`` (the sampler's)."""
+
 MAPS: Final[dict[Source, dict[str, Meaning]]] = {
     "gapwatch": {}, "verl": VERL, "trl": TRL, "prime-rl": PRIME_RL, "tinker": TINKER,
     "slime": SLIME, "skyrl": SKYRL, "nemo-rl": NEMO_RL, "roll": ROLL, "openrlhf": OPENRLHF,
-    "areal": AREAL, "oat": OAT,
+    "areal": AREAL, "oat": OAT, "xtuner": XTUNER,
 }  # fmt: skip
 
 PATTERNS: Final[dict[Source, tuple[tuple[re.Pattern[str], Meaning], ...]]] = {
@@ -638,7 +709,12 @@ _ROLL_MARKS = frozenset({
     "actor_train/grad_norm", "critic/entropy/mean", "critic/correct/mean",
     "actor/ppo_ratio_clipfrac", "token/response_length/mean", "tokens/response_length/mean",
 })  # fmt: skip
+_XTUNER_MARKS = frozenset({
+    "mismatch/mismatch_kl", "mismatch/mismatch_k3_kl", "mismatch/mismatch_training_ppl",
+    "mismatch/rollout_is_eff_sample_size", "avg entropy", "response_len/mean",
+})  # fmt: skip
 _OWN_MARKS: Final[tuple[tuple[Source, frozenset[str]], ...]] = (
+    ("xtuner", _XTUNER_MARKS),
     ("oat", _OAT_MARKS), ("nemo-rl", _NEMO_RL_MARKS), ("openrlhf", _OPENRLHF_MARKS),
     ("slime", _SLIME_MARKS), ("skyrl", _SKYRL_MARKS), ("areal", _AREAL_MARKS),
     ("roll", _ROLL_MARKS),
