@@ -365,16 +365,22 @@ FALLBACK_GRID = {"frac": [0.8, 0.9], "window_without_fraction": [10, 20],
 
 
 def fallback_tradeoff(runs: list[Run]) -> list[str]:
-    """For each fallback setting of ``constant_advantage`` alone, over the whole corpus:
-    the dead runs it catches (and when) and the healthy runs it stops. Shows whether any
-    setting catches every dead run without stopping a healthy one."""
+    """For each fallback setting of ``constant_advantage`` alone (its streak only, the
+    dead-share test off), over the whole corpus: the dead runs it catches (and when) and
+    the healthy runs it stops; last, the defaults, the criterion's dead-share test on.
+    Shows whether any setting catches every dead run without stopping a healthy one."""
     dead = sorted(r.id for r in runs if r.label == "dead")
     lines = [
         "| frac, window, k (trainer steps) | " + " | ".join(dead) + " | healthy runs stopped |",
         "|---|" + "---|" * len(dead) + "---|",
     ]
-    for values in itertools.product(*FALLBACK_GRID.values()):
-        params = dict(zip(FALLBACK_GRID, values, strict=True))
+    grid: list[tuple[str, dict[str, Any]]] = [
+        (", ".join(map(str, values)), {**dict(zip(FALLBACK_GRID, values, strict=True)),
+                                       "dead_share": None})
+        for values in itertools.product(*FALLBACK_GRID.values())
+    ]  # fmt: skip
+    grid.append(("the defaults, with the dead-share test (80% of the first 20 steps)", {}))
+    for label, params in grid:
         ruleset = rules.build({"constant_advantage": params}).select(["constant_advantage"])
         stops, _ = gapwatch(ruleset, runs)
         cells = []
@@ -386,7 +392,7 @@ def fallback_tradeoff(runs: list[Run]) -> list[str]:
                 "missed" if at is None else f"{at} ({'caught' if at <= run.window[1] else 'late'})"
             )
         false = sorted(r.id for r in runs if r.window is None and r.id in stops)
-        lines.append(f"| {', '.join(map(str, values))} | " + " | ".join(cells)
+        lines.append(f"| {label} | " + " | ".join(cells)
                      + f" | {len(false)}: {', '.join(f'{i} ({stops[i]})' for i in false) or '-'} |")  # fmt: skip
     return lines
 
@@ -560,7 +566,8 @@ def main() -> int:
         "",
         "`constant_advantage` alone, over the whole corpus, on logs that give only a step's",
         "reward std (Unsloth's notebooks: one group per step): the window's share of",
-        "all-equal steps (`frac`), its length and the streak (`k`), in trainer steps.",
+        "all-equal steps (`frac`), its length and the streak (`k`), in trainer steps, the",
+        "dead-share test off; last row, the defaults with it.",
         "",
         *fallback_tradeoff(runs),
         "",

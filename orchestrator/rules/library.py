@@ -873,6 +873,8 @@ class SignalState(Streak):
     """Trainer steps among the first ``dead_steps`` whose fraction crossed."""
     first_counted: int = 0
     """Trainer steps among the first ``dead_steps`` with a fraction."""
+    dead: Evidence | None = None
+    """The criterion's dead run, decided at the latest row (:meth:`ConstantAdvantage._dead`)."""
 
 
 MAX_GROUPS = 64
@@ -955,7 +957,11 @@ class ConstantAdvantage(StreakRule):
     """The corpus criterion's dead run: its first trainer steps judged together."""
     dead_share: Float | None = Field(default=0.8, gt=0, le=1)
     """Stopped once at least this share of the first ``dead_steps`` trainer steps cross
-    is certain (the criterion's 80%). None: off."""
+    is certain (the criterion's 80%), a logged fraction's steps or a fallback's; spared at
+    a best it rose to (``saturation``). None: off. On the real corpus it catches in their
+    window the dead runs no streak setting caught without a false stop, and stops the
+    healthy run that starts with 20 of 21 steps all alike and learns later, the
+    trade-off the table of bench/results/real_runs_bench.md shows (its last row)."""
     saturation: Float | None = Field(default=0.5, gt=0)
     """Spared (saturated) where the score is within this many spreads of its best so far
     and that best is more than this many spreads above the early level (spread: the
@@ -975,7 +981,8 @@ class ConstantAdvantage(StreakRule):
     over 10 steps, 10 stops the dead unsloth-qwen3-vl-8b at step 14 and no healthy run;
     5 stops basilenouvellet-grpo at step 9; 20 (the previous default) catches the dead
     run only at step 24, after its window. No setting catches the dead tkg-llama31-8b
-    (16 of its first 20 steps all-equal) without stopping basilenouvellet-grpo."""
+    (16 of its first 20 steps all-equal) without stopping basilenouvellet-grpo: the
+    dead-share test (``dead_share``) catches it, and stops that healthy run."""
     window_without_fraction: Int = Field(default=10, ge=1)
     """The fallback's 0/1 values are averaged over this many trainer steps (the real
     corpus's dead runs: at least 80% of their first 20 steps all-equal)."""
@@ -1019,6 +1026,7 @@ class ConstantAdvantage(StreakRule):
         if sp is not None:
             state.widest = sp if state.widest is None else max(state.widest, sp)
         state.crossed = self._crossing(state, row, s)
+        state.dead = self._dead(state, step)  # before state.prev moves on to this row
         extend(state, state.crossed is not None, step)
         if direct and state.crossed is not None:
             state.need = self._need(state, step)
@@ -1127,7 +1135,7 @@ class ConstantAdvantage(StreakRule):
             if "source" not in state.crossed:
                 ev.update(state.chance)
             return Decision("stop", self.name, step, ev)
-        dead = self._dead(state, step)
+        dead = None if state.dead is None else dict(state.dead)
         if dead is None or self._saturated(state, value(row, N.SCORE_MEAN)):
             return self._go_on(step)  # not dead for sure yet, or at a best it rose to
         got = self._frac(state, row)

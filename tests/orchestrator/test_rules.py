@@ -307,6 +307,60 @@ def test_constant_advantage_spares_saturation_but_not_a_run_dead_at_any_level() 
         assert (d.step, d.evidence["score"], d.evidence["groups"]) == (3, level, 16)
 
 
+def _groups_alike(rng: random.Random, groups: int, rate: float, steps: int) -> list[Row]:
+    """A run of ``groups`` groups a step, each all alike with probability ``rate``."""
+    rows = []
+    for s in range(1, steps + 1):
+        alike = sum(rng.random() < rate for _ in range(groups))
+        rows.append({"step": s, N.ZERO_ADV_FRAC: alike / groups, N.SCORE_MEAN: 0.3,
+                     N.SCORE_STD: 0.4})  # fmt: skip
+    return rows
+
+
+def test_constant_advantage_small_batches_need_a_streak_chance_rarely_makes() -> None:
+    """Issue 37: with two groups a step, two steps in a row of every group alike happen by
+    chance early in a healthy run; the fixed streak of 2 stopped such runs before step
+    10. The streak needed is the one chance would rarely produce at the run's own early
+    rate (t * q^n <= 0.01), so the same runs go on, and a run dead from the start is still
+    stopped, a few steps later."""
+    rule, fixed = rules.get("constant_advantage"), rules.get("constant_advantage", chance=None)
+    stopped_fixed = stopped = 0
+    for seed in range(40):
+        run = _groups_alike(random.Random(seed), groups=2, rate=0.5, steps=60)
+        stopped_fixed += stop_of(fixed, run) is not None
+        d = stop_of(rule, run)
+        if d is not None:
+            stopped += 1
+            g, q, n = d.evidence["groups"], float(d.evidence["step_chance"]), int(d.evidence["k"])
+            assert g == 2 and d.step * q**n <= 0.01 < d.step * q ** (n - 1)
+    assert stopped_fixed >= 30  # two all-alike steps in a row: most runs of 60 steps
+    assert stopped <= 2  # a streak chance rarely makes: about one run in a hundred
+    # dead from the start, two groups a step: the uniform prior's rate, q = 1/4
+    dead = [{"step": s, N.ZERO_ADV_FRAC: 1.0 if s > 1 else 0.5, N.SCORE_MEAN: 0.0}
+            for s in range(1, 30)]  # fmt: skip
+    d = stop_of(rule, dead)
+    assert d is not None and d.evidence["groups"] == 2 and d.step <= 8
+    assert stop_of(fixed, dead) is not None and stop_of(fixed, dead).step == 3  # type: ignore[union-attr]
+    # many groups a step keep the fixed streak: the chance of all alike is negligible
+    many = [{**r, N.ZERO_ADV_FRAC: 15 / 16 if r["step"] > 1 else 7 / 16} for r in dead]
+    assert stop_of(rule, many).step == stop_of(fixed, many).step  # type: ignore[union-attr]
+
+
+def test_constant_advantage_a_run_dead_on_most_of_its_first_steps_is_stopped() -> None:
+    """The corpus criterion's dead run: all alike on at least 80% of the first 20 trainer
+    steps, stopped once that is certain, whatever the streaks (real corpus: tkg-llama31-8b,
+    16 of its first 20 steps all alike, never ten in a row)."""
+    pattern = [s % 5 == 0 for s in range(1, 41)]  # one step in five with a spread
+    run = [{"step": s, N.SCORE_MEAN: 0.1 if varied else 0.0, N.SCORE_MIN: 0.0,
+            N.SCORE_MAX: 1.0 if varied else 0.0} for s, varied in enumerate(pattern, 1)]  # fmt: skip
+    d = stop_of(rules.get("constant_advantage"), run)
+    assert d is not None and d.step <= 20 and d.evidence["dead_share"] == 0.8
+    assert stop_of(rules.get("constant_advantage", dead_share=None), run) is None
+    # alike on 3 steps in 5 only: not dead
+    fewer = [{**r, N.SCORE_MAX: 1.0 if r["step"] % 5 in (1, 3) else 0.0} for r in run]
+    assert stop_of(rules.get("constant_advantage"), fewer) is None
+
+
 def test_constant_advantage_a_run_whose_groups_never_varied_is_not_saturated() -> None:
     """Real corpus, tsamtsam-gemma-grpo: reward_std 0 at every step (each group's
     completions identical), the step mean wandering 0.42-0.53 with the prompts. Each new
