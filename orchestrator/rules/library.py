@@ -14,6 +14,7 @@ Conventions: see ``orchestrator.rules``.
 
 from __future__ import annotations
 
+import functools
 import math
 import statistics
 from collections import deque
@@ -892,6 +893,32 @@ def groups_per_step(fracs: Iterable[float]) -> int | None:
     return None
 
 
+RATE_BOUND = 0.9
+"""The run's own early rate of alike groups is taken at this upper credible bound of a
+uniform prior updated by the groups seen before the streak: where those are few, chance
+is given the benefit of the doubt (two early steps of two groups allow a rate from near 0
+to near 1)."""
+
+
+@functools.lru_cache(maxsize=4096)
+def rate_bound(alike: int, groups: int, level: float = RATE_BOUND) -> float:
+    """The ``level`` quantile of Beta(alike + 1, groups - alike + 1): the rate of alike
+    groups that ``alike`` of ``groups`` seen leave below it with that probability (with
+    none seen, ``level`` itself). By bisection on the Beta CDF, which for whole counts is
+    the binomial tail P(Binom(groups + 1, x) >= alike + 1)."""
+    groups = max(groups, 0)
+    alike = min(max(alike, 0), groups)
+    lo, hi = 0.0, 1.0
+    for _ in range(40):
+        mid = (lo + hi) / 2
+        cdf = sum(
+            math.comb(groups + 1, i) * mid**i * (1 - mid) ** (groups + 1 - i)
+            for i in range(alike + 1, groups + 2)
+        )
+        lo, hi = (mid, hi) if cdf < level else (lo, mid)
+    return (lo + hi) / 2
+
+
 def all_alike_chance(groups: int, rate: float, frac: float) -> float:
     """The chance that at least ``frac`` of ``groups`` independent groups are all-alike
     when each is with probability ``rate`` (the binomial tail)."""
@@ -920,9 +947,9 @@ class ConstantAdvantage(StreakRule):
     before step 10. So the streak needed from the logged fraction is the shortest that
     chance would rarely produce at the run's own rate (at least ``k``): with ``G``
     groups a step (read off the fraction's granularity: steps of 0.5 are two groups), a
-    share ``p`` of groups alike over the run's first ``rate_steps`` steps before the
-    streak began (none before it: 1/2, the uniform prior's mean; a count of ``G``
-    groups smoothed by that prior), the chance of a crossing step is ``q`` = P(at least
+    rate ``p`` of groups alike over the run's first ``rate_steps`` steps before the
+    streak began (taken at the upper end of what those groups allow, ``RATE_BOUND``:
+    none before it allow any rate), the chance of a crossing step is ``q`` = P(at least
     ``frac`` of ``G`` groups alike), and the streak ``n`` needs ``t * q^n <= chance``
     after ``t`` trainer steps (the expected number of such streaks by chance in a run
     this long). A fraction only ever 0 or 1 tells no group count and is read as one
@@ -1044,6 +1071,7 @@ class ConstantAdvantage(StreakRule):
         it, or since the windows' start."""
         origin = self._origin(state, step)
         prev = max(state.prev if state.prev is not None else origin - 1, origin - 1)
+        f = min(max(f, 0.0), 1.0)  # a share, whatever a log wrote
         if direct and len(state.seen_fracs) < 64 and f not in state.seen_fracs:
             state.seen_fracs.add(f)
             state.groups = groups_per_step(state.seen_fracs)
@@ -1068,8 +1096,8 @@ class ConstantAdvantage(StreakRule):
         if g is None:
             state.chance = {"groups": f">{MAX_GROUPS}"}
             return self.k
-        # the rate of alike groups, smoothed by the uniform prior (1/2 with no steps)
-        rate = (alike * g + 1) / (steps * g + 2)
+        # the rate of alike groups, at the upper end of what the early groups allow
+        rate = rate_bound(round(alike * g), round(steps * g))
         q = all_alike_chance(g, rate, self.frac)
         t = step - self._origin(state, step) + 1
         if q <= 0:
@@ -1136,8 +1164,11 @@ class ConstantAdvantage(StreakRule):
                 ev.update(state.chance)
             return Decision("stop", self.name, step, ev)
         dead = None if state.dead is None else dict(state.dead)
-        if dead is None or self._saturated(state, value(row, N.SCORE_MEAN)):
+        s = value(row, N.SCORE_MEAN)
+        if dead is None or self._saturated(state, s):
             return self._go_on(step)  # not dead for sure yet, or at a best it rose to
+        if s is not None:
+            dead["score"] = s
         got = self._frac(state, row)
         if got is not None and got[1] != N.ZERO_ADV_FRAC:
             dead["source"] = got[1]

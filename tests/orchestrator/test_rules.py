@@ -291,20 +291,20 @@ def test_constant_advantage_spares_saturation_but_not_a_run_dead_at_any_level() 
     )
     assert never(rules.get("constant_advantage"), solved)
     assert first(rules.get("constant_advantage", saturation=None), solved).step == 11
-    # issue 18: every group's rewards equal from the start, the score pinned at 0.5. A
-    # fraction that is only ever 1.0 tells no group count: read as one group a step, all
-    # alike by chance half the time with no steps before (the uniform prior), so a
-    # streak of 10 steps (10 * 0.5^10 <= 0.01); with sixteen groups (15 of 16 alike), 2
+    # issue 18: every group's rewards equal from the start, the score pinned at 0.5. No
+    # step before the streak tells the run's own rate (any rate is allowed): the criterion's
+    # dead run decides, once 80% of the first 20 steps are certain (step 16); with sixteen
+    # groups a step (15 of 16 alike) the streak is rare even at a rate of 0.9: step 11
     for level in (0.5, 0.0, -7.0, 3.0):
         pinned = [
             {"step": s, N.ZERO_ADV_FRAC: 1.0, N.SCORE_MEAN: level, N.SCORE_STD: 0.5}
             for s in range(1, 22)
         ]
         d = first(rules.get("constant_advantage"), pinned)
-        assert (d.step, d.evidence["score"], d.evidence["groups"]) == (10, level, 1)
+        assert (d.step, d.evidence["score"], d.evidence["dead_share"]) == (16, level, 0.8)
         sixteen = [{**r, N.ZERO_ADV_FRAC: 15 / 16} for r in pinned]
         d = first(rules.get("constant_advantage"), sixteen)
-        assert (d.step, d.evidence["score"], d.evidence["groups"]) == (3, level, 16)
+        assert (d.step, d.evidence["score"], d.evidence["groups"]) == (11, level, 16)
 
 
 def _groups_alike(rng: random.Random, groups: int, rate: float, steps: int) -> list[Row]:
@@ -322,7 +322,7 @@ def test_constant_advantage_small_batches_need_a_streak_chance_rarely_makes() ->
     chance early in a healthy run; the fixed streak of 2 stopped such runs before step
     10. The streak needed is the one chance would rarely produce at the run's own early
     rate (t * q^n <= 0.01), so the same runs go on, and a run dead from the start is still
-    stopped, a few steps later."""
+    stopped inside its first 20 steps, by the criterion's dead share."""
     rule, fixed = rules.get("constant_advantage"), rules.get("constant_advantage", chance=None)
     stopped_fixed = stopped = 0
     for seed in range(40):
@@ -339,7 +339,7 @@ def test_constant_advantage_small_batches_need_a_streak_chance_rarely_makes() ->
     dead = [{"step": s, N.ZERO_ADV_FRAC: 1.0 if s > 1 else 0.5, N.SCORE_MEAN: 0.0}
             for s in range(1, 30)]  # fmt: skip
     d = stop_of(rule, dead)
-    assert d is not None and d.evidence["groups"] == 2 and d.step <= 8
+    assert d is not None and d.evidence["dead_share"] == 0.8 and d.step <= 20
     assert stop_of(fixed, dead) is not None and stop_of(fixed, dead).step == 3  # type: ignore[union-attr]
     # many groups a step keep the fixed streak: the chance of all alike is negligible
     many = [{**r, N.ZERO_ADV_FRAC: 15 / 16 if r["step"] > 1 else 7 / 16} for r in dead]
@@ -628,10 +628,11 @@ def test_build_from_yaml_settings() -> None:
 
 
 def test_ruleset_stops_first_and_selects() -> None:
-    hist = [  # sixteen groups a step, fifteen alike: the streak needs k = 2
-        {"step": s, N.SCORE_MEAN: -0.1, N.ZERO_ADV_FRAC: 15 / 16, N.PROBS_DIFF_MEAN: 0.6}
+    hist = [  # sixteen groups a step, 7 then 15 alike: the streak needs k = 2
+        {"step": s, N.SCORE_MEAN: -0.1, N.ZERO_ADV_FRAC: 15 / 16 if s > 1 else 7 / 16,
+         N.PROBS_DIFF_MEAN: 0.6}
         for s in (1, 2, 3)
-    ]
+    ]  # fmt: skip
     ctl = [{"step": 1, N.PROBS_DIFF_MEAN: 0.0}]
     rs = rules.build()
     assert [d.action for d in rs.evaluate(hist[:1], ctl)] == ["warn"]
