@@ -556,7 +556,12 @@ def main() -> int:
     scores = evaluate(runs, with_rlwatch=not args.no_rlwatch)
     before = score("gapwatch: the rules before issue 37", gapwatch(rules.build(BEFORE_37), runs),
                    runs)  # fmt: skip
-    ok, early, col = in_time(gapwatch(rules.build(), runs), runs)
+    default_stops = gapwatch(rules.build(), runs)
+    ok, early, col = in_time(default_stops, runs)
+    fates = {f: [r for r in runs if r.role == "treatment" and not r.collapsed and r.fate == f]
+             for f in ("stalls", "learns")}  # fmt: skip
+    by_fate = "; ".join(f"{sum(r.key in default_stops for r in rs)} of the {len(rs)} that "
+                        f"{f.removesuffix('s')}" for f, rs in fates.items())  # fmt: skip
     ok_b, early_b, _ = in_time(gapwatch(rules.build(BEFORE_37), runs), runs)
     extra = [
         "",
@@ -621,7 +626,7 @@ def main() -> int:
         f"collapses stopped within 2 steps of onset: {'met' if target else 'NOT met'} "
         f"({default.false_controls} controls stopped, {ok} of {col} in time). Healthy "
         "treatments stopped are those that did not collapse (stalls below their control, and "
-        "runs that learn late): a control test stops a run that trails its control.",
+        f"runs that learn late): a control test stops a run that trails its control ({by_fate}).",
         *extra,
     ]  # fmt: skip
     args.out.write_text("\n".join(lines) + "\n")

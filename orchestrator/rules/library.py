@@ -8,7 +8,12 @@ step 30 without stopping; collapsed = last-5 mean score below 0.05, onset = firs
 from which the score stays below it): per rule, the setting with no false stop on seeds
 0-1 that catches the most collapses soonest, then scored on held-out seeds 2-3
 (bench/results/calibrate_rules.md). All rules together, held out: 57 of 59 collapses
-caught, median 2 steps after onset, no control stopped.
+caught, median 2 steps after onset, no control stopped. Issue 37 added what follows from
+what a collapse is rather than a cut-off: ``score_collapse``'s control test in standard
+errors of two step means, ``constant_advantage``'s streak that chance would rarely make
+given the groups a step (and the real corpus criterion's dead run), ``length_at_cap``'s
+warning and patience; bench/results/detection_bench.md and real_runs_bench.md measure
+them.
 Conventions: see ``orchestrator.rules``.
 """
 
