@@ -25,7 +25,14 @@ as they come, as a sweep's Monitor does) and stops it at most once:
 
 Per policy: collapses caught, the delay from onset to the stop (median, worst), false
 stops of controls and of healthy treatments, and the trial-steps used against running
-every run to the end. Writes bench/results/detection_bench.md.
+every run to the end. Then, for gapwatch's defaults: the share of collapses stopped
+within 2 steps of onset (at or before onset + 2), which rule made each stop and how late
+(the late stops, by rule), the same for the rules as they were before issue 37 (the
+control test in batch spreads only, a fixed streak of 2 for the zero-advantage share),
+and how much later ``constant_advantage``'s small-batch streak stops each collapse than
+the fixed one. Last, the control test's false stops on simulated pairs of runs alike
+(``control_z`` and ``noise_steps`` around their defaults, seeded): what its line rests on.
+Writes bench/results/detection_bench.md.
 """
 
 from __future__ import annotations
@@ -392,6 +399,147 @@ def table(scores: list[Score]) -> list[str]:
     ]
 
 
+WITHIN = 2
+"""A collapse is stopped in time when stopped at or before onset + ``WITHIN`` steps."""
+BEFORE_37: dict[str, Any] = {
+    "score_collapse": {"control_z": None},
+    "constant_advantage": {"chance": None, "dead_share": None},
+}
+"""The rules as they were before issue 37, where its changes have a setting that turns
+them off (``length_at_cap``'s patience has none, and catches no ground-truth collapse)."""
+
+
+def firsts(ruleset: rules.RuleSet, runs: list[Run]) -> dict[str, rules.Decision]:
+    """Each run's first stop under ``ruleset`` (the decision: its rule and step)."""
+    by_key = {r.key: r for r in runs}
+    out: dict[str, rules.Decision] = {}
+    for run in runs:
+        w = ruleset.watch()
+        ctl = iter(by_key[run.control].rows if run.control in by_key else ())
+        pending = next(ctl, None)
+        for row in run.rows:
+            while pending is not None and pending["step"] <= row["step"]:
+                w.control(pending)
+                pending = next(ctl, None)
+            w.step(row)
+            if w.first_stop is not None:
+                out[run.key] = w.first_stop
+                break
+    return out
+
+
+def in_time(stops: Stops, runs: list[Run]) -> tuple[int, int, int]:
+    """(collapses stopped at or before onset + WITHIN, of which before onset, collapses)."""
+    col = [r for r in runs if r.collapsed]
+    ok = [r for r in col if r.key in stops and stops[r.key] - (r.onset or stops[r.key]) <= WITHIN]
+    early = [r for r in ok if stops[r.key] < (r.onset or stops[r.key])]
+    return len(ok), len(early), len(col)
+
+
+def by_rule(ruleset: rules.RuleSet, runs: list[Run]) -> list[str]:
+    """Per rule that made a first stop of a collapse: how many, how late, how many in time."""
+    ds = firsts(ruleset, runs)
+    rows: dict[str, list[int]] = {}
+    for r in runs:
+        if r.collapsed and r.key in ds:
+            d = ds[r.key]
+            rows.setdefault(d.rule, []).append(d.step - (r.onset or d.step))
+    out = ["| rule | collapses it stopped first | delay, median / worst | within 2 steps |",
+           "|---|---|---|---|"]  # fmt: skip
+    for rule, delays in sorted(rows.items(), key=lambda kv: -len(kv[1])):
+        out.append(f"| {rule} | {len(delays)} | {statistics.median(delays):+g} / {max(delays):+d} "
+                   f"| {sum(d <= WITHIN for d in delays)} |")  # fmt: skip
+    return out
+
+
+def small_batch_delay(runs: list[Run]) -> list[str]:
+    """``constant_advantage`` alone, its small-batch streak against the fixed one: per
+    collapse both stop, how much later the new one stops it."""
+    new = gapwatch(rules.build().select(["constant_advantage"]), runs)
+    old = gapwatch(rules.build(BEFORE_37).select(["constant_advantage"]), runs)
+    col = [r for r in runs if r.collapsed]
+    both = [r for r in col if r.key in new and r.key in old]
+    diffs = [new[r.key] - old[r.key] for r in both]
+    counts = {d: diffs.count(d) for d in sorted(set(diffs))}
+    lost = sum(1 for r in col if r.key in old and r.key not in new)
+    gained = sum(1 for r in col if r.key in new and r.key not in old)
+    return [
+        "| | collapses stopped | later by (steps: runs) | stopped only by the fixed streak | "
+        "only by the new |",
+        "|---|---|---|---|---|",
+        f"| constant_advantage alone | {len(both) + gained} (fixed streak: {len(both) + lost}) | "
+        + ", ".join(f"{d:+d}: {n}" for d, n in counts.items())
+        + f" | {lost} | {gained} |",
+    ]
+
+
+def small_batch_runs(groups: int, rate: float, ruleset: rules.RuleSet, runs: int = 200,
+                     steps: int = 60) -> int:  # fmt: skip
+    """Of ``runs`` simulated healthy runs (seeded) of ``groups`` groups a step, each all
+    alike with probability ``rate`` and no other sign, how many ``ruleset`` stops."""
+    import random
+
+    stopped = 0
+    for seed in range(runs):
+        rng = random.Random(seed)
+        w = ruleset.watch()
+        for s in range(1, steps + 1):
+            alike = sum(rng.random() < rate for _ in range(groups))
+            w.step({"step": s, N.ZERO_ADV_FRAC: alike / groups, N.SCORE_MEAN: 0.3,
+                    N.SCORE_STD: 0.4})  # fmt: skip
+            if w.first_stop is not None:
+                stopped += 1
+                break
+    return stopped
+
+
+def small_batches() -> list[str]:
+    """``constant_advantage`` on simulated healthy runs of small batches: the fixed streak
+    of 2 against the streak chance rarely makes."""
+    now = rules.build().select(["constant_advantage"])
+    fixed = rules.build(BEFORE_37).select(["constant_advantage"])
+    out = ["| groups a step | each all alike with probability | stopped by the fixed streak "
+           "(of 200 runs of 60 steps) | by the small-batch streak |", "|---|---|---|---|"]  # fmt: skip
+    for groups, rate in ((1, 0.5), (2, 0.5), (2, 0.7), (4, 0.5), (4, 0.8)):
+        out.append(f"| {groups} | {rate:g} | {small_batch_runs(groups, rate, fixed)} "
+                   f"| {small_batch_runs(groups, rate, now)} |")  # fmt: skip
+    return out
+
+
+def alike_pairs(z: float, noise_steps: int, pairs: int = 2000, steps: int = 100) -> float:
+    """The share of simulated pairs of runs alike (the same mean, normal noise of a step
+    mean, seeded) whose treatment ``score_collapse``'s control test alone stops."""
+    import random
+
+    rule = rules.get("score_collapse", control_z=z, noise_steps=noise_steps,
+                     control_margin=None, drop=None)  # fmt: skip
+    stopped = 0
+    for seed in range(pairs):
+        rng = random.Random(seed)
+        w = rules.Watcher([rule])
+        for s in range(1, steps + 1):
+            w.control({"step": s, N.SCORE_MEAN: 0.4 + rng.gauss(0, 0.05)})
+            w.step({"step": s, N.SCORE_MEAN: 0.4 + rng.gauss(0, 0.05)})
+            if w.first_stop is not None:
+                stopped += 1
+                break
+    return stopped / pairs
+
+
+def control_line(runs: list[Run]) -> list[str]:
+    """The control test's false stops on runs alike, and its catches in time on the
+    ground truth, around its defaults."""
+    out = ["| control_z | noise_steps | runs alike stopped (2000 pairs of 100 steps) | "
+           "collapses stopped within 2 steps (defaults otherwise) |", "|---|---|---|---|"]  # fmt: skip
+    for z in (2.0, 2.5, 3.0):
+        for n in (10, 20):
+            stops = gapwatch(rules.build({"score_collapse": {"control_z": z, "noise_steps": n}}),
+                             runs)  # fmt: skip
+            ok, _, col = in_time(stops, runs)
+            out.append(f"| {z:g} | {n} | {100 * alike_pairs(z, n):.1f}% | {ok} of {col} |")
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--truth", type=Path, default=TRUTH)
@@ -406,11 +554,58 @@ def main() -> int:
     t0 = time.perf_counter()
     runs = load(args.truth, args.quick)
     scores = evaluate(runs, with_rlwatch=not args.no_rlwatch)
+    before = score("gapwatch: the rules before issue 37", gapwatch(rules.build(BEFORE_37), runs),
+                   runs)  # fmt: skip
+    default_stops = gapwatch(rules.build(), runs)
+    ok, early, col = in_time(default_stops, runs)
+    fates = {f: [r for r in runs if r.role == "treatment" and not r.collapsed and r.fate == f]
+             for f in ("stalls", "learns")}  # fmt: skip
+    by_fate = "; ".join(f"{sum(r.key in default_stops for r in rs)} of the {len(rs)} that "
+                        f"{f.removesuffix('s')}" for f, rs in fates.items())  # fmt: skip
+    ok_b, early_b, _ = in_time(gapwatch(rules.build(BEFORE_37), runs), runs)
+    extra = [
+        "",
+        "### Stopped in time: within 2 steps of onset",
+        "",
+        "| policy | collapses stopped at or before onset + 2 | of them before onset |",
+        "|---|---|---|",
+        f"| gapwatch: default rules | {ok} of {col} ({100 * ok / max(col, 1):.0f}%) | {early} |",
+        f"| gapwatch: the rules before issue 37 | {ok_b} of {col} ({100 * ok_b / max(col, 1):.0f}%)"
+        f" | {early_b} |",
+        "",
+        "The rules before issue 37 (settings `"
+        + str(BEFORE_37)
+        + "`): "
+        + row(before).strip("| ").replace(" | ", "; "),
+        "",
+        "### Which rule stops each collapse first, and how late",
+        "",
+        "Default rules:",
+        "",
+        *by_rule(rules.build(), runs),
+        "",
+        "The rules before issue 37:",
+        "",
+        *by_rule(rules.build(BEFORE_37), runs),
+        "",
+        "### constant_advantage's small-batch streak against the fixed streak of 2",
+        "",
+        "On the ground truth (16 groups a step), `constant_advantage` alone:",
+        "",
+        *small_batch_delay(runs),
+        "",
+        "On simulated healthy runs of small batches (no other sign; seeded):",
+        "",
+        *small_batches(),
+        "",
+        "### score_collapse's control test: runs alike, and collapses in time",
+        "",
+        *control_line(runs),
+    ]
     wall = time.perf_counter() - t0
     collapsed = [r for r in runs if r.collapsed]
     default = scores[0]
-    target = (default.caught == default.collapses and all(d <= 2 for d in default.delays)
-              and default.false_stops == 0)  # fmt: skip
+    target = default.false_controls == 0 and ok >= 0.9 * col
     lines = [
         "## Are the stops right? (bench/detection_bench.py)"
         + (f": {other} grid" if other else ""),
@@ -427,8 +622,12 @@ def main() -> int:
         "",
         *table(scores),
         "",
-        "gapwatch's defaults: every collapse caught within 2 steps of onset with no false "
-        f"stop: {'met' if target else 'NOT met'}.",
+        "Target (issue 37), gapwatch's defaults: no dense control stopped and at least 90% of "
+        f"collapses stopped within 2 steps of onset: {'met' if target else 'NOT met'} "
+        f"({default.false_controls} controls stopped, {ok} of {col} in time). Healthy "
+        "treatments stopped are those that did not collapse (stalls below their control, and "
+        f"runs that learn late): a control test stops a run that trails its control ({by_fate}).",
+        *extra,
     ]  # fmt: skip
     args.out.write_text("\n".join(lines) + "\n")
     print("\n".join(lines))

@@ -5,6 +5,7 @@
     .venv/bin/python bench/real_corpus.py --check    # verify the files present (no network)
     .venv/bin/python bench/real_corpus.py --only ID [--only ID ...]
     .venv/bin/python bench/real_corpus.py --from-git DIR [--from-git DIR ...]   # no network
+    .venv/bin/python bench/real_corpus.py --criterion FILE   # a log's criterion figures
 
 ``bench/data/real/manifest.yaml`` records, for every run, the public GitHub repository,
 the commit, the path(s) in that repository, the licence, the sha256 of each file as its
@@ -24,6 +25,12 @@ clone (working tree or bare) of a corpus repository, used for the runs whose com
 holds, or a folder of clones named ``owner+name`` (or ``owner__name``), each being the
 clone itself or holding it one level down; repeat the option for several. A run found in
 none of them is reported and counted as a failure.
+
+``--criterion FILE`` prints, for a log about to be labelled, the quantities the
+manifest's written criterion reads (the reward's quarter t-statistic, the zero-variance
+shares of the run and of its first 20 trainer steps, the share of steps at the length
+cap), computed from the file as gapwatch's reader yields it and before any rule is run:
+what a new entry's ``criterion:`` block records.
 """
 
 from __future__ import annotations
@@ -247,6 +254,70 @@ def listing(manifest: dict, runs: list[dict], root: Path = FILES) -> str:
     return "\n".join(lines)
 
 
+def criterion(path: Path) -> dict:
+    """The manifest criterion's quantities for the log at ``path`` (see the module
+    docstring): read as gapwatch reads it, names mapped, no rule run."""
+    import statistics
+
+    sys.path.insert(0, str(HERE.parent))
+    from correction import names as N
+    from orchestrator.watch.logs import NameMapper, read_log
+
+    mapper = NameMapper()
+    rows = [mapper(r) for r in read_log(path).rows]
+
+    def val(r: dict, name: str) -> float | None:
+        v = r.get(name)
+        return float(v) if isinstance(v, int | float) and v == v else None
+
+    scored = [(int(r["step"]), v) for r in rows if (v := val(r, N.SCORE_MEAN)) is not None]
+    steps = [s for s, _ in scored]
+    q = max(len(scored) // 4, 1)
+    first, last = [v for _, v in scored[:q]], [v for _, v in scored[-q:]]
+    pooled = (
+        ((statistics.pvariance(first) + statistics.pvariance(last)) / 2) ** 0.5 if q > 1 else 0.0
+    )
+    diff = statistics.fmean(last) - statistics.fmean(first)
+    t = diff / (pooled * (2 / q) ** 0.5) if pooled > 0 else (0.0 if diff == 0 else float("inf"))
+
+    def zero(r: dict) -> bool | None:
+        f, sd = val(r, N.ZERO_ADV_FRAC), val(r, N.SCORE_STD)
+        if f is not None:
+            return f >= 0.95
+        return None if sd is None else sd == 0
+
+    zv = [(int(r["step"]), z) for r in rows if (z := zero(r)) is not None]
+    start = int(rows[0]["step"])
+    head = [z for s, z in zv if s < start + 20]
+    clips = [(int(r["step"]), c) for r in rows if (c := val(r, N.CLIP_RATIO)) is not None]
+    diffs = sorted(b - a for a, b in zip(steps, steps[1:], strict=False))
+    return {
+        "source": mapper.source,
+        "steps": [steps[0], steps[-1]] if steps else None,
+        "rows": len(rows),
+        "logging_interval": diffs[len(diffs) // 2] if diffs else None,
+        "reward_seen": [min(v for _, v in scored), max(v for _, v in scored)] if scored else None,
+        "t": round(t, 2),
+        "quarter_rows": q,
+        "first_quarter_mean": round(statistics.fmean(first), 4),
+        "last_quarter_mean": round(statistics.fmean(last), 4),
+        "zero_variance_share": round(sum(z for _, z in zv) / len(zv), 3) if zv else None,
+        "zero_variance_first20": round(sum(head) / len(head), 3) if head else None,
+        "clip_at_cap_share": (
+            round(sum(c >= 0.5 for _, c in clips) / len(clips), 3) if clips else None
+        ),  # fmt: skip
+        "clip_at_cap_first20": (
+            round(
+                sum(c >= 0.5 for s, c in clips if s < start + 20)
+                / max(sum(1 for s, _ in clips if s < start + 20), 1),
+                3,
+            )
+            if clips
+            else None
+        ),  # fmt: skip
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--list", action="store_true", help="print the corpus with labels and exit")
@@ -263,11 +334,20 @@ def main(argv: list[str] | None = None) -> int:
         help="take the files from local clones (a clone, or a folder of clones named "
         "owner+name) instead of downloading; repeatable",
     )
+    ap.add_argument(
+        "--criterion", type=Path, metavar="FILE",
+        help="print the manifest criterion's figures for a log (to label it) and exit",
+    )  # fmt: skip
     ap.add_argument("--manifest", type=Path, default=MANIFEST)
     ap.add_argument(
         "--dest", type=Path, default=FILES, help="where the files go (default: %(default)s)"
     )
     args = ap.parse_args(argv)
+    if args.criterion is not None:
+        import yaml
+
+        print(yaml.safe_dump(criterion(args.criterion), sort_keys=False), end="")
+        return 0
 
     manifest = load_manifest(args.manifest)
     runs = manifest["runs"]

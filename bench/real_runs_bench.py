@@ -21,7 +21,13 @@ each policy sees its steps in order and stops it at most once:
 Outcomes: a healthy run stopped is a **false stop**; a dead or degenerate run is
 **caught** when stopped inside its window, **premature** before it, **late** after it,
 **missed** when never stopped. A dead run's window is its first 20 trainer steps (the
-span over which the criterion establishes "no improvement").
+span over which the criterion establishes "no improvement"). A run at the length cap from
+its start (clip ratio >= 0.5, or where none is logged a mean length within 5% of the
+longest of those steps, on at least 80% of its first 20 trainer steps) is scored by the
+rule the owner decided (issue 37): a dead or degenerate one is also caught by a warning
+inside its window and a stop by the patience's end (trainer step 60); a healthy one must
+not be stopped, and its warnings are counted apart. Labels the manifest flags uncertain
+are reported in rows of their own and not scored against the targets.
 
 Calibration and held-out parts: the runs of each label are ordered by the sha256 of their
 id and dealt alternately (a fixed, stratified hash split). Per rule, a small grid of its
@@ -61,6 +67,10 @@ CORPUS = ROOT / "bench" / "data" / "real"
 OUT = ROOT / "bench" / "results" / "real_runs_bench.md"
 DEAD_WINDOW = 20
 """Trainer steps from a dead run's first over which a stop counts as caught."""
+PATIENCE = 60
+"""``length_at_cap``'s default patience (three 20-step windows): a run at the cap from its
+start, warned inside its window, is caught by a stop at or before this trainer step
+(counted from its first)."""
 Row = dict[str, Any]
 
 GRIDS: dict[str, dict[str, list[Any]]] = {
@@ -105,6 +115,8 @@ class Run:
     uncertain: bool = False
     """The manifest's flag: the label rests on a noisy or flat reward, a short run, few
     generations per prompt or a judgement about the cap (its ``reason`` says which)."""
+    capped: bool = False
+    """At the length cap on at least 80% of its first 20 trainer steps (:func:`at_cap`)."""
 
     @property
     def key(self) -> str:  # what detection_bench's rlwatch runner keys stops by
@@ -142,6 +154,7 @@ def load(corpus: Path) -> tuple[list[Run], list[str]]:
                         reader=stream.report.format,
                         trainer=f"{entry.get('trainer', '?')} ({mapper.source} names)",
                         uncertain=bool(entry.get("uncertain"))))  # fmt: skip
+        runs[-1].capped = at_cap(rows) is not None
     return runs, problems
 
 
@@ -163,13 +176,23 @@ Stops = dict[str, int]
 
 def gapwatch(ruleset: rules.RuleSet, runs: list[Run]) -> tuple[Stops, dict[str, str]]:
     """Stops (and the rule that stopped) as ``gapwatch replay`` decides them."""
-    stops, why = {}, {}
+    stops, why, _ = gapwatch_fires(ruleset, runs)
+    return stops, why
+
+
+def gapwatch_fires(ruleset: rules.RuleSet, runs: list[Run]) -> tuple[Stops, dict[str, str], Stops]:
+    """Stops, the rule that stopped, and each run's first warning (any rule), as
+    ``gapwatch replay`` decides them."""
+    stops, why, warns = {}, {}, {}
     for run in runs:
         res = replay(run.rows, None, ruleset)
         if res.stop is not None:
             stops[run.id] = int(res.stop.step)
             why[run.id] = res.stop.rule
-    return stops, why
+        warned = [d.step for d in res.decisions if d.action == "warn"]
+        if warned:
+            warns[run.id] = int(min(warned))
+    return stops, why, warns
 
 
 def plateau(runs: list[Run], std: float = 0.01) -> Stops:
@@ -203,17 +226,25 @@ class Score:
     false_ids: list[str] = field(default_factory=list)
     uncaught_ids: list[str] = field(default_factory=list)
     """Dead or degenerate runs missed, or stopped outside their window."""
+    by_cap_rule: int = 0
+    """Caught by the cap rule: warned inside the window, stopped by the patience's end."""
+    healthy_warned: int = 0
+    """Healthy runs warned (allowed: a warning asks a person to look)."""
 
     def key(self) -> tuple[int, int]:
         return (-self.caught, self.lateness)
 
 
-def score(policy: str, stops: Stops, runs: list[Run]) -> Score:
+def score(policy: str, stops: Stops, runs: list[Run], warns: Stops | None = None) -> Score:
+    """Each run's outcome under ``stops`` (and, for a run at the cap from its start,
+    ``warns``: the cap rule of issue 37)."""
     sc = Score(policy)
     for run in runs:
         stop = stops.get(run.id)
+        warn = None if warns is None else warns.get(run.id)
         if run.window is None:
             sc.healthy += 1
+            sc.healthy_warned += warn is not None
             if stop is not None:
                 sc.false_stops += 1
                 sc.false_ids.append(run.id)
@@ -222,6 +253,12 @@ def score(policy: str, stops: Stops, runs: list[Run]) -> Score:
         lo, hi = run.window
         if stop is not None and lo <= stop <= hi:
             sc.caught += 1
+            continue
+        first = int(run.rows[0]["step"])
+        if (run.capped and warn is not None and lo <= warn <= hi and stop is not None
+                and stop <= first + PATIENCE - 1):  # fmt: skip
+            sc.caught += 1
+            sc.by_cap_rule += 1
             continue
         sc.uncaught_ids.append(run.id)
         if stop is None:
@@ -235,9 +272,9 @@ def score(policy: str, stops: Stops, runs: list[Run]) -> Score:
 
 
 HEAD = [
-    "| policy | healthy runs stopped | dead/degenerate caught in window | premature | late "
-    "| missed |",
-    "|---|---|---|---|---|---|",
+    "| policy | healthy runs stopped | dead/degenerate caught in window (of them by the cap "
+    "rule) | premature | late | missed | healthy runs warned |",
+    "|---|---|---|---|---|---|---|",
 ]
 
 
@@ -245,11 +282,13 @@ def row(s: Score, name: str | None = None) -> str:
     pct = f" ({100 * s.caught / s.bad:.0f}%)" if s.bad else ""
     return (
         f"| {name or s.policy} | {s.false_stops} of {s.healthy} | {s.caught} of {s.bad}{pct} "
-        f"| {s.premature} | {s.late} | {s.missed} |"
+        f"({s.by_cap_rule}) | {s.premature} | {s.late} | {s.missed} | {s.healthy_warned} |"
     )
 
 
-def by_kind(runs: list[Run], stops: Stops, why: dict[str, str]) -> list[str]:
+def by_kind(
+    runs: list[Run], stops: Stops, why: dict[str, str], warns: Stops | None = None
+) -> list[str]:
     """gapwatch's defaults by kind of run: the reader, the trainer (and whose names were
     read), and the rule that stopped it ("-": none); each kind's runs scored alike."""
     out = ["| kind | value | runs | healthy stopped | dead/degenerate caught | premature | late "
@@ -258,7 +297,7 @@ def by_kind(runs: list[Run], stops: Stops, why: dict[str, str]) -> list[str]:
                      ("rule", lambda r: why.get(r.id, "-"))):  # fmt: skip
         for value in sorted({of(r) for r in runs}):
             group = [r for r in runs if of(r) == value]
-            sc = score(value, stops, group)
+            sc = score(value, stops, group, warns)
             out.append(f"| {kind} | {value} | {len(group)} | {sc.false_stops} of {sc.healthy} "
                        f"| {sc.caught} of {sc.bad} | {sc.premature} | {sc.late} | {sc.missed} |")  # fmt: skip
     return out
@@ -326,16 +365,22 @@ FALLBACK_GRID = {"frac": [0.8, 0.9], "window_without_fraction": [10, 20],
 
 
 def fallback_tradeoff(runs: list[Run]) -> list[str]:
-    """For each fallback setting of ``constant_advantage`` alone, over the whole corpus:
-    the dead runs it catches (and when) and the healthy runs it stops. Shows whether any
-    setting catches every dead run without stopping a healthy one."""
+    """For each fallback setting of ``constant_advantage`` alone (its streak only, the
+    dead-share test off), over the whole corpus: the dead runs it catches (and when) and
+    the healthy runs it stops; last, the defaults, the criterion's dead-share test on.
+    Shows whether any setting catches every dead run without stopping a healthy one."""
     dead = sorted(r.id for r in runs if r.label == "dead")
     lines = [
         "| frac, window, k (trainer steps) | " + " | ".join(dead) + " | healthy runs stopped |",
         "|---|" + "---|" * len(dead) + "---|",
     ]
-    for values in itertools.product(*FALLBACK_GRID.values()):
-        params = dict(zip(FALLBACK_GRID, values, strict=True))
+    grid: list[tuple[str, dict[str, Any]]] = [
+        (", ".join(map(str, values)), {**dict(zip(FALLBACK_GRID, values, strict=True)),
+                                       "dead_share": None})
+        for values in itertools.product(*FALLBACK_GRID.values())
+    ]  # fmt: skip
+    grid.append(("the defaults, with the dead-share test (80% of the first 20 steps)", {}))
+    for label, params in grid:
         ruleset = rules.build({"constant_advantage": params}).select(["constant_advantage"])
         stops, _ = gapwatch(ruleset, runs)
         cells = []
@@ -347,7 +392,7 @@ def fallback_tradeoff(runs: list[Run]) -> list[str]:
                 "missed" if at is None else f"{at} ({'caught' if at <= run.window[1] else 'late'})"
             )
         false = sorted(r.id for r in runs if r.window is None and r.id in stops)
-        lines.append(f"| {', '.join(map(str, values))} | " + " | ".join(cells)
+        lines.append(f"| {label} | " + " | ".join(cells)
                      + f" | {len(false)}: {', '.join(f'{i} ({stops[i]})' for i in false) or '-'} |")  # fmt: skip
     return lines
 
@@ -356,45 +401,63 @@ CAP_STEPS = 20
 """The first trainer steps ``length_at_cap`` judges (its default ``window``)."""
 
 
-def at_cap_from_start(runs: list[Run], held: list[Run]) -> list[str]:
+def at_cap(rows: list[Row]) -> tuple[str, float] | None:
+    """(what the cap was read from, the share of steps at it) where a run is at the length
+    cap on at least 80% of its first ``CAP_STEPS`` trainer steps, else None. At the cap:
+    clip ratio >= 0.5 where it is logged, else mean length within 5% of the largest mean
+    length of those same steps (the manifest criterion's fallback, made causal)."""
+    first = int(rows[0]["step"])
+    head = [x for x in rows if int(x["step"]) < first + CAP_STEPS]
+    clips = [float(x[N.CLIP_RATIO]) for x in head if x.get(N.CLIP_RATIO) is not None]
+    lens = [float(x[N.RESPONSE_LENGTH_MEAN]) for x in head
+            if x.get(N.RESPONSE_LENGTH_MEAN) is not None]  # fmt: skip
+    if clips:
+        how, share = "clip ratio", sum(c >= 0.5 for c in clips) / len(clips)
+    elif len(lens) >= CAP_STEPS // 2:
+        how, share = "mean length", sum(x >= 0.95 * max(lens) for x in lens) / len(lens)
+    else:
+        return None
+    return (how, share) if share >= 0.8 else None
+
+
+def at_cap_from_start(
+    runs: list[Run], held: list[Run], stops: Stops, warns: Stops, why: dict[str, str]
+) -> list[str]:
     """The runs that look alike at step ``CAP_STEPS``: at the length cap on >= 80% of their
     first steps and not learning there (gain of the second half's mean score over the
     first's <= 0.25 of the widest batch spread, ``length_at_cap``'s defaults). At the cap:
     clip ratio >= 0.5 where it is logged, else mean length within 5% of the largest mean
     length of those same steps (the manifest criterion's fallback, made causal). Each with
     its label, decided by the criterion over the whole run: the later steps are what tell
-    a run that learns after step 20 from one that never does."""
+    a run that learns after step 20 from one that never does. With gapwatch's defaults'
+    first warning and stop (and the rule that stopped it)."""
     held_ids = {r.id for r in held}
     lines = [
-        "| run | part | label | cap read from | steps at the cap | gain (spreads) |",
-        "|---|---|---|---|---|---|",
+        "| run | part | label | certain | cap read from | steps at the cap | gain (spreads) "
+        "| warned at | stopped at |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     counts = {"healthy": 0, "dead/degenerate": 0}
     for r in sorted(runs, key=lambda r: (r.label != "healthy", r.id)):
         first = int(r.rows[0]["step"])
         rows = [x for x in r.rows if int(x["step"]) < first + CAP_STEPS]
-        clips = [float(x[N.CLIP_RATIO]) for x in rows if x.get(N.CLIP_RATIO) is not None]
-        lens = [float(x[N.RESPONSE_LENGTH_MEAN]) for x in rows
-                if x.get(N.RESPONSE_LENGTH_MEAN) is not None]  # fmt: skip
         scores = [float(x[N.SCORE_MEAN]) for x in rows if x.get(N.SCORE_MEAN) is not None]
         spreads = [float(x[N.SCORE_STD]) for x in rows if x.get(N.SCORE_STD) is not None]
-        if clips:
-            how, share = "clip ratio", sum(c >= 0.5 for c in clips) / len(clips)
-        elif len(lens) >= CAP_STEPS // 2:
-            how, share = "mean length", sum(x >= 0.95 * max(lens) for x in lens) / len(lens)
-        else:
+        cap = at_cap(r.rows)
+        if cap is None or len(scores) < 4:
             continue
-        if share < 0.8 or len(scores) < 4:
-            continue
+        how, share = cap
         half = len(scores) // 2
         gain = sum(scores[half:]) / (len(scores) - half) - sum(scores[:half]) / half
         widest = max(spreads, default=0.0)
         if widest > 0 and gain > 0.25 * widest:
             continue
         counts["healthy" if r.label == "healthy" else "dead/degenerate"] += 1
+        stop = f"{stops[r.id]} ({why[r.id]})" if r.id in stops else "-"
         lines.append(f"| {r.id} | {'held out' if r.id in held_ids else 'calibration'} | "
-                     f"{r.label} | {how} | {share:.0%} | "
-                     f"{f'{gain / widest:+.2f}' if widest > 0 else 'no spread logged'} |")  # fmt: skip
+                     f"{r.label} | {'no' if r.uncertain else 'yes'} | {how} | {share:.0%} | "
+                     f"{f'{gain / widest:+.2f}' if widest > 0 else 'no spread logged'} | "
+                     f"{warns.get(r.id, '-')} | {stop} |")  # fmt: skip
     lines += ["", f"Alike at step {CAP_STEPS}: {counts['healthy']} healthy, "
               f"{counts['dead/degenerate']} dead/degenerate."]  # fmt: skip
     return lines
@@ -412,32 +475,35 @@ def main() -> int:
     chosen, cal_lines = calibrate(cal)
     best_std = min(PLATEAU_STDS, key=lambda sd: (
         (s := score("p", plateau(cal, sd), cal)).false_stops + s.premature > 0, s.key()))  # fmt: skip
-    defaults, why = gapwatch(rules.build(), runs)
-    calibrated, why_cal = gapwatch(rules.build(chosen), runs)
-    policies: list[tuple[str, Stops | None]] = [
-        ("gapwatch: default rules", defaults),
-        ("gapwatch: rules calibrated on the calibration part", calibrated),
-        ("rlwatch 0.5.1 (first critical alert)", None if args.no_rlwatch else db.rlwatch(runs)),
-        ("Ray Tune TrialPlateauStopper (std 0.01, 4 results)", plateau(runs)),
+    defaults, why, warns = gapwatch_fires(rules.build(), runs)
+    calibrated, why_cal, warns_cal = gapwatch_fires(rules.build(chosen), runs)
+    policies: list[tuple[str, Stops | None, Stops | None]] = [
+        ("gapwatch: default rules", defaults, warns),
+        ("gapwatch: rules calibrated on the calibration part", calibrated, warns_cal),
+        ("rlwatch 0.5.1 (first critical alert)",
+         None if args.no_rlwatch else db.rlwatch(runs), None),
+        ("Ray Tune TrialPlateauStopper (std 0.01, 4 results)", plateau(runs), None),
         (f"Ray Tune TrialPlateauStopper (std {best_std:g}, chosen on the calibration part)",
-         plateau(runs, best_std)),
+         plateau(runs, best_std), None),
     ]  # fmt: skip
     table = [*HEAD]
-    for part, part_runs in (("held out", held), ("calibration", cal), ("all", runs)):
-        for name, stops in policies:
-            if stops is not None:
-                table.append(row(score(name, stops, part_runs), f"{name}, {part}"))
-    # the same, on the runs whose label the manifest does not flag as uncertain
+    for sure, label in ((True, "certain labels"), (False, "uncertain labels")):
+        for part, part_runs in (("held out", held), ("calibration", cal), ("all", runs)):
+            group = [r for r in part_runs if r.uncertain != sure]
+            for name, stops, fired in policies:
+                if stops is not None:
+                    table.append(row(score(name, stops, group, fired), f"{name}, {part}, {label}"))
     certain = [r for r in held if not r.uncertain]
-    table.append(row(score("d", defaults, certain),
-                     "gapwatch: default rules, held out, certain labels only"))  # fmt: skip
-    d_held = score("d", defaults, held)
-    not_caught = [r for r in held if r.id in d_held.uncaught_ids]
+    d_held = score("d", defaults, certain, warns)
+    not_caught = [r for r in held if r.id in score("d", defaults, held, warns).uncaught_ids]
     target = (
-        d_held.false_stops == 0 and d_held.premature == 0 and d_held.caught >= 0.85 * d_held.bad
-    )
+        not problems and d_held.false_stops == 0 and d_held.premature == 0
+        and d_held.caught >= 0.85 * d_held.bad
+    )  # fmt: skip
     wall = time.perf_counter() - t0
     labels = {lab: sum(r.label == lab for r in runs) for lab in ("healthy", "dead", "degenerate")}
+    sure = {lab: sum(r.label == lab and not r.uncertain for r in runs)
+            for lab in ("healthy", "dead", "degenerate")}  # fmt: skip
     lines = [
         "## Do the stops hold on real runs? (bench/real_runs_bench.py)",
         "",
@@ -446,17 +512,26 @@ def main() -> int:
         f"- command: `python bench/real_runs_bench.py` ({wall:.0f} s)",
         f"- corpus: `{db.rel(args.corpus)}/manifest.yaml`: {len(runs)} runs read as their "
         f"trainers wrote them ({labels['healthy']} healthy, {labels['dead']} dead, "
-        f"{labels['degenerate']} degenerate){'; not read: ' + '; '.join(problems) if problems else ''}",
+        f"{labels['degenerate']} degenerate; certain labels: {sure['healthy']} healthy, "
+        f"{sure['dead']} dead, {sure['degenerate']} degenerate); "
+        + (f"not read: {'; '.join(problems)}" if problems else "every file read"),
         f"- split: by sha256 of the run id within each label; calibration {len(cal)} runs, "
         f"held out {len(held)} runs",
         "",
-        "### Outcomes (held out first)",
+        "### Outcomes (certain labels first, uncertain labels apart)",
+        "",
+        "A run at the length cap from its start (at least 80% of its first 20 steps) and "
+        "labelled dead or degenerate is also caught by a warning inside its window and a stop "
+        f"by trainer step {PATIENCE} (the cap rule, issue 37); the count in brackets. Healthy "
+        "runs warned are counted apart (a warning is allowed).",
         "",
         *table,
         "",
-        "Target on the held-out part (gapwatch's defaults): 0 healthy runs stopped, >= 85% "
-        f"of dead/degenerate runs caught in their window, none premature: "
-        f"{'met' if target else 'NOT met'}.",
+        "Target on the held-out part, certain labels (gapwatch's defaults): every file read, "
+        "0 healthy runs stopped, >= 85% of dead/degenerate runs caught (by the cap rule for "
+        f"runs at the cap from the start), none premature: {'met' if target else 'NOT met'} "
+        f"({d_held.false_stops} of {d_held.healthy} healthy stopped, {d_held.caught} of "
+        f"{d_held.bad} caught, {d_held.premature} premature).",
         "",
         "Held-out dead/degenerate runs the defaults miss or stop late: "
         + (
@@ -467,16 +542,19 @@ def main() -> int:
         )  # fmt: skip
         + ". "
         "The manifest flags a label uncertain where it rests on a noisy or flat reward, a "
-        "short run, few generations per prompt or a judgement about the cap; the row "
-        '"certain labels only" leaves those runs out.',
+        "short run, few generations per prompt or a judgement about the cap.",
         "",
-        "### By kind: reader, trainer, rule (gapwatch's defaults, held out)",
+        "### By kind: reader, trainer, rule (gapwatch's defaults, held out, certain labels)",
         "",
-        *by_kind(held, defaults, why),
+        *by_kind(certain, defaults, why, warns),
         "",
-        "### By kind, the whole corpus",
+        "### By kind: held out, uncertain labels",
         "",
-        *by_kind(runs, defaults, why),
+        *by_kind([r for r in held if r.uncertain], defaults, why, warns),
+        "",
+        "### By kind, the whole corpus (all labels)",
+        "",
+        *by_kind(runs, defaults, why, warns),
         "",
         "### Thresholds chosen on the calibration part (each rule alone)",
         "",
@@ -488,7 +566,8 @@ def main() -> int:
         "",
         "`constant_advantage` alone, over the whole corpus, on logs that give only a step's",
         "reward std (Unsloth's notebooks: one group per step): the window's share of",
-        "all-equal steps (`frac`), its length and the streak (`k`), in trainer steps.",
+        "all-equal steps (`frac`), its length and the streak (`k`), in trainer steps, the",
+        "dead-share test off; last row, the defaults with it.",
         "",
         *fallback_tradeoff(runs),
         "",
@@ -500,11 +579,11 @@ def main() -> int:
         "no rule that reads only these steps can stop the second kind in its window and",
         "spare the first.",
         "",
-        *at_cap_from_start(runs, held),
+        *at_cap_from_start(runs, held, defaults, warns, why),
         "",
         "### Every run: the step each policy stops it at",
         "",
-        *per_run(runs, [(n, s) for n, s in policies if s is not None], why, why_cal),
+        *per_run(runs, [(n, s) for n, s, _ in policies if s is not None], why, why_cal),
     ]
     args.out.write_text("\n".join(lines) + "\n")
     print("\n".join(lines))

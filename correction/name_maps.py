@@ -43,7 +43,14 @@ console dict are their sinks):
   ``train/*``, the actor's ``actor/*``) and ``oat/learners/base.py`` (``misc/*``; one dict
   per ``logging_steps``, pretty-printed on the console and sent to W&B with ``--use-wb``).
   Its PPO learner logs the mismatch by default: ``train/kl_sample_train_v1`` (k1) and the
-  signed extremes of p_sampler - p_learner.
+  signed extremes of p_sampler - p_learner;
+- XTuner (InternLM/xtuner @ 2b6bb99d, 2026-02-04): ``xtuner/v1/train/rl_trainer.py``
+  (``_log_step``: the rollout's ``rewards/*`` and ``response_len/*``),
+  ``xtuner/v1/rl/base/worker.py`` (``fit``: the trainer's and the sampler's entropy, the
+  KL to the reference, the inner optimizer steps' ``grad_norm`` and losses) and
+  ``xtuner/v1/rl/base/rollout_is.py`` (the ``mismatch/*`` figures, modified from verl's
+  rollout correction: the same estimators); read from its console log by
+  ``orchestrator.readers.xtuner``.
 
 Some names hold a data-dependent segment (prime-rl's agent name in
 ``train/agg/effective/<agent>/reward/mean``, ROLL's env tag in ``env/<tag>/success``):
@@ -72,12 +79,25 @@ Some names hold a data-dependent segment (prime-rl's agent name in
   GRPO), SkyRL's ``minibatch_rollout_logprobs_abs_diff_*`` (the update's own drift
   included).
 
+**Any separator, an exporter's prefix** (issue 37). A log exported from TensorBoard or
+W&B to CSV often writes ``critic_score_mean`` for verl's ``critic/score/mean``, and a
+tracker may file the figures under ``train/`` or ``charts/``. :func:`resolve` takes a
+name that is not one a source writes to the one it stands for: its prefix (``train/``,
+``charts/``) taken off, then its separators (``/ _ . -``) read as one, where that
+names exactly one figure the source (or gapwatch) writes; ``eval/`` last, and only where
+the row has that figure nowhere else (an evaluation figure is not the training one).
+:func:`detect` counts, per source, the names of a row it explains that way, so a row of
+flattened verl names is not taken for OpenRLHF (whose ``actor_grad_norm`` is also verl's
+``actor/grad_norm`` flattened).
+
 Call :func:`detect` (which trainer wrote these names), :func:`lookup` (one name's meaning
-for a source), :func:`mapped` (a row with gapwatch's names added), :data:`MAPS`.
+for a source), :func:`resolve` (the name a foreign one stands for, and how it matched),
+:func:`mapped` (a row with gapwatch's names added), :data:`MAPS`.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections.abc import Callable, Iterable, Mapping
@@ -88,11 +108,11 @@ from correction import names as N
 
 Source = Literal[
     "gapwatch", "verl", "trl", "prime-rl", "tinker",
-    "slime", "skyrl", "nemo-rl", "roll", "openrlhf", "areal", "oat",
+    "slime", "skyrl", "nemo-rl", "roll", "openrlhf", "areal", "oat", "xtuner",
 ]  # fmt: skip
 SOURCES: Final[tuple[Source, ...]] = (
     "gapwatch", "verl", "trl", "prime-rl", "tinker",
-    "slime", "skyrl", "nemo-rl", "roll", "openrlhf", "areal", "oat",
+    "slime", "skyrl", "nemo-rl", "roll", "openrlhf", "areal", "oat", "xtuner",
 )  # fmt: skip
 
 
@@ -488,10 +508,74 @@ of groups, with no group count logged beside them), ``train/logprobs_diff_max|mi
 (new vs old policy: the update's own drift, not the mismatch); ``actor/no_eos_count``
 and the prob-diff extremes are read into :data:`DERIVED` figures."""
 
+XTUNER: Final[dict[str, Meaning]] = {
+    "rewards/mean": Meaning(
+        N.SCORE_MEAN, "mean reward of the rollout's samples trained on (per session in later "
+        "versions)",
+    ),
+    "rewards/min": Meaning(N.SCORE_MIN, "lowest reward of the rollout's samples"),
+    "rewards/max": Meaning(N.SCORE_MAX, "highest reward of the rollout's samples"),
+    "response_len/mean": Meaning(N.RESPONSE_LENGTH_MEAN, "response tokens per sample"),
+    "response_len/max": Meaning(N.RESPONSE_LENGTH_MAX, "longest response of the rollout"),
+    "avg entropy": Meaning(
+        N.ENTROPY,
+        "-mean log pi_train of the sampled tokens over the rollout's trained tokens: the "
+        "trainer's entropy estimate (its console; its tracker's entropy/train)",
+    ),
+    "avg KL divergence": Meaning(
+        N.KL_TO_REF, "k3 (low_var_kl) KL of the trainer to the reference per token; logged "
+        "only with a reference model",
+    ),
+    "mismatch/mismatch_kl": Meaning(
+        N.KL, "mean(logp_rollout - logp_train) over response tokens: k1, verl's rollout_corr/kl"
+    ),
+    "mismatch/mismatch_k3_kl": Meaning(
+        N.K3_KL, "mean of exp(lr) - lr - 1, lr = logp_train - logp_rollout: k3"
+    ),
+    "mismatch/mismatch_log_ppl_diff": Meaning(
+        N.LOG_PPL_DIFF, "mean over sequences of log ppl_train - log ppl_rollout"
+    ),
+    "mismatch/mismatch_logprob_abs_diff": Meaning(
+        N.ABS_LOG_RATIO_MEAN, "mean |logp_train - logp_rollout| over response tokens"
+    ),
+    "mismatch/rollout_is_mean": Meaning(N.IS_MEAN, "mean importance weight, as verl's"),
+    "mismatch/rollout_is_std": Meaning(N.IS_STD, "std of the (clamped) importance weights"),
+    "mismatch/rollout_is_min": Meaning(N.IS_MIN, "smallest importance weight, as verl's"),
+    "mismatch/rollout_is_max": Meaning(N.IS_MAX, "largest importance weight, as verl's"),
+    "mismatch/rollout_is_eff_sample_size": Meaning(
+        N.IS_ESS, "1 / mean of the squared normalised (clamped) weights: the ESS fraction"
+    ),
+    "mismatch/rollout_is_ratio_fraction_high": Meaning(
+        N.IS_RATIO_FRACTION_HIGH, "share of tokens whose ratio is above the upper threshold"
+    ),
+    "mismatch/rollout_is_ratio_fraction_low": Meaning(
+        N.IS_RATIO_FRACTION_LOW, "share of tokens whose ratio is below the lower threshold"
+    ),
+    "mismatch/rollout_is_masked_fraction": Meaning(
+        N.MASKED_FRACTION, "share of tokens the mask mode zeroes"
+    ),
+    "mismatch/rollout_is_seq_masked_fraction": Meaning(
+        N.RS_SEQ_MASKED_FRACTION, "share of sequences with a masked token"
+    ),
+    "mismatch/rollout_is_veto_fraction": Meaning(
+        N.IS_VETO_FRACTION, "share of sequences the veto rejects"
+    ),
+    "grad_norm": Meaning(
+        N.GRAD_NORM, "gradient norm, the mean over the rollout's inner optimizer steps"
+    ),
+    "reduced_llm_loss": Meaning(
+        N.PG_LOSS, "the policy loss reduced over ranks, the mean over the inner steps"
+    ),
+}  # fmt: skip
+"""XTuner's RL names as its console prints them (``orchestrator.readers.xtuner``). Left
+unmapped: ``mismatch/mismatch_training_ppl`` and ``mismatch_rollout_ppl`` (perplexities:
+no gapwatch figure), ``max_ratio`` (the PPO ratio's largest value over the update: the
+update's own drift, not the mismatch), ``avg rollout entropy`` (the sampler's)."""
+
 MAPS: Final[dict[Source, dict[str, Meaning]]] = {
     "gapwatch": {}, "verl": VERL, "trl": TRL, "prime-rl": PRIME_RL, "tinker": TINKER,
     "slime": SLIME, "skyrl": SKYRL, "nemo-rl": NEMO_RL, "roll": ROLL, "openrlhf": OPENRLHF,
-    "areal": AREAL, "oat": OAT,
+    "areal": AREAL, "oat": OAT, "xtuner": XTUNER,
 }  # fmt: skip
 
 PATTERNS: Final[dict[Source, tuple[tuple[re.Pattern[str], Meaning], ...]]] = {
@@ -625,7 +709,12 @@ _ROLL_MARKS = frozenset({
     "actor_train/grad_norm", "critic/entropy/mean", "critic/correct/mean",
     "actor/ppo_ratio_clipfrac", "token/response_length/mean", "tokens/response_length/mean",
 })  # fmt: skip
+_XTUNER_MARKS = frozenset({
+    "mismatch/mismatch_kl", "mismatch/mismatch_k3_kl", "mismatch/mismatch_training_ppl",
+    "mismatch/rollout_is_eff_sample_size", "avg entropy", "response_len/mean",
+})  # fmt: skip
 _OWN_MARKS: Final[tuple[tuple[Source, frozenset[str]], ...]] = (
+    ("xtuner", _XTUNER_MARKS),
     ("oat", _OAT_MARKS), ("nemo-rl", _NEMO_RL_MARKS), ("openrlhf", _OPENRLHF_MARKS),
     ("slime", _SLIME_MARKS), ("skyrl", _SKYRL_MARKS), ("areal", _AREAL_MARKS),
     ("roll", _ROLL_MARKS),
@@ -640,12 +729,8 @@ def _marked(have: set[str], marks: frozenset[str]) -> bool:
     return any(m in have or m.removeprefix("train/") in have for m in marks)
 
 
-def detect(names: Iterable[str]) -> Source:
-    """Which trainer wrote a row with these names: ``trl`` where TRL's own names appear;
-    slime, SkyRL, NeMo-RL, ROLL, OpenRLHF or AReaL where one of theirs does (with or
-    without a ``train/`` prefix); else ``trl`` on its ``reward``, ``verl`` where verl's
-    names are, ``prime-rl`` or ``tinker`` where theirs are, else ``gapwatch``."""
-    have = set(names)
+def _detect_exact(have: set[str]) -> Source:
+    """:func:`detect` on the names as written (no separator or prefix matching)."""
     if have & _TRL_OWN_MARKS:
         return "trl"
     for source, marks in _OWN_MARKS:
@@ -662,6 +747,26 @@ def detect(names: Iterable[str]) -> Source:
     return "gapwatch"
 
 
+def detect(names: Iterable[str]) -> Source:
+    """Which trainer wrote a row with these names: ``trl`` where TRL's own names appear;
+    slime, SkyRL, NeMo-RL, ROLL, OpenRLHF or AReaL where one of theirs does (with or
+    without a ``train/`` prefix); else ``trl`` on its ``reward``, ``verl`` where verl's
+    names are, ``prime-rl`` or ``tinker`` where theirs are, else ``gapwatch``. Where some
+    names are known only through :func:`resolve` (another separator or an exporter's
+    prefix), the source that explains the most of the row's names wins, the one told
+    from the names as written keeping a tie."""
+    have = set(names)
+    told = _detect_exact(have | {n.removeprefix("train/") for n in have})
+    matched = {n for n in have if n not in _KNOWN and _matches_any(n)}
+    if not matched:
+        return told
+    votes = {src: sum(_explains(n, src) for n in have) for src in SOURCES}
+    # a tie keeps the source told from the names as written; verl's names are gapwatch's,
+    # and verl's map reads a few more (its actor/kl_loss, timing_s/step)
+    best = max(votes, key=lambda src: (votes[src], src == told != "gapwatch", src == "verl"))
+    return best if votes[best] > votes[told] or told == "gapwatch" else told
+
+
 def lookup(source: Source, name: str) -> Meaning | None:
     """The meaning of ``name`` as ``source`` writes it: its exact entry (with or without
     transformers' ``train/`` prefix), else the first pattern it matches; None where it
@@ -675,6 +780,127 @@ def lookup(source: Source, name: str) -> Meaning | None:
     for pattern, meaning in PATTERNS.get(source, ()):
         if pattern.fullmatch(name):
             return meaning
+    return None
+
+
+EXPORT_PREFIXES: Final[tuple[str, ...]] = ("train/", "charts/")
+"""Prefixes a tracker or an exporter files training figures under: transformers' reporters
+(``train/``) and TensorBoard/W&B charts exported to CSV (``charts/``)."""
+EVAL_PREFIX: Final = "eval/"
+"""Taken off last, and only where the row has the figure nowhere else."""
+SEPARATORS: Final = re.compile(r"[/_.\-]+")
+"""The separators a name may come with, read as one (``critic/score/mean``,
+``critic_score_mean``, ``critic.score.mean`` and ``critic-score-mean`` alike)."""
+
+
+def flat(name: str) -> str:
+    """``name`` with every run of separators as one ``_`` (and none at its ends)."""
+    return SEPARATORS.sub("_", name).strip("_")
+
+
+@dataclass(frozen=True)
+class NameMatch:
+    """What a foreign name stands for: a name ``source`` writes (or gapwatch's), and how."""
+
+    name: str
+    """The name as the source writes it (a key of its map, a derived figure's input, a
+    mark), or gapwatch's own (``correction.names``)."""
+    how: str
+    """``exact``, or how it was matched: ``prefix train/``, ``separators``, ``prefix
+    charts/ and separators``, ``prefix eval/`` ..."""
+
+
+def _forms(name: str) -> set[str]:
+    bare = name.removeprefix("train/")
+    return {name, bare, "train/" + bare}
+
+
+@functools.cache
+def vocabulary(source: Source, *, own: bool = False) -> frozenset[str]:
+    """The names ``source`` writes that gapwatch reads: its map's keys (with and without
+    transformers' ``train/``), its derived figures' inputs and its marks; gapwatch's own
+    names (verl's) too, as every log may carry them, unless ``own`` (what tells a source
+    apart: verl's and gapwatch's own are theirs)."""
+    out: set[str] = set(N.all_names()) if not own or source in ("verl", "gapwatch") else set()
+    for key in MAPS[source]:
+        out |= _forms(key)
+    for d in DERIVED.get(source, ()):
+        for key in d.of:
+            out |= _forms(key)
+    marks = dict(_OWN_MARKS).get(source, frozenset())
+    marks |= {"trl": _TRL_MARKS, "verl": _VERL_MARKS, "prime-rl": _PRIME_MARKS,
+              "tinker": _TINKER_MARKS}.get(source, frozenset())  # fmt: skip
+    for key in marks:
+        out |= _forms(key)
+    return frozenset(out)
+
+
+@functools.cache
+def _flat_index(source: Source) -> dict[str, frozenset[str]]:
+    index: dict[str, set[str]] = {}
+    for name in vocabulary(source):
+        index.setdefault(flat(name), set()).add(name)
+    return {k: frozenset(v) for k, v in index.items()}
+
+
+@functools.cache
+def _known() -> frozenset[str]:
+    return frozenset().union(*(vocabulary(src) for src in SOURCES))
+
+
+_KNOWN = _known()
+"""Every name any source writes as gapwatch reads it."""
+
+
+@functools.cache
+def _own_flat(source: Source) -> frozenset[str]:
+    return frozenset(flat(n) for n in vocabulary(source, own=True))
+
+
+@functools.cache
+def _explains(name: str, source: Source) -> bool:
+    """Whether ``name`` is one of ``source``'s own names, as written or matched."""
+    own = vocabulary(source, own=True)
+    if name in own:
+        return True
+    rest = name
+    for p in EXPORT_PREFIXES:
+        if name.startswith(p):
+            rest = name[len(p) :]
+            if rest in own:
+                return True
+    return flat(rest) in _own_flat(source)
+
+
+@functools.cache
+def _matches_any(name: str) -> bool:
+    return any(resolve(name, src) is not None for src in SOURCES)
+
+
+@functools.cache
+def resolve(name: str, source: Source, *, eval_prefix: bool = False) -> NameMatch | None:
+    """The name ``source`` writes (or gapwatch's) that ``name`` stands for: itself, or
+    with an exporter's prefix (:data:`EXPORT_PREFIXES`) taken off, or with its separators
+    read as one where that matches exactly one known name; ``eval_prefix``: also with
+    ``eval/`` taken off (the caller checks the row has the figure nowhere else). None:
+    it stands for none."""
+    vocab = vocabulary(source)
+    if name in vocab:
+        return NameMatch(name, "exact")
+    bases = [("", name)] + [(p, name[len(p) :]) for p in EXPORT_PREFIXES if name.startswith(p)]
+    if eval_prefix and name.startswith(EVAL_PREFIX):
+        bases.append((EVAL_PREFIX, name[len(EVAL_PREFIX) :]))
+    for prefix, rest in bases:
+        how = f"prefix {prefix}" if prefix else ""
+        if prefix and rest in vocab:
+            return NameMatch(rest, how)
+        hits = _flat_index(source).get(flat(rest), frozenset())
+        # one figure: several names that differ only by train/ are one (OpenRLHF's)
+        figures = {h.removeprefix("train/") for h in hits}
+        if len(figures) == 1:
+            (figure,) = figures
+            pick = figure if figure in vocab else min(hits, key=len)
+            return NameMatch(pick, f"{how} and separators" if how else "separators")
     return None
 
 

@@ -12,6 +12,7 @@ its slice appended with :func:`sliced`, e.g. ``training/rollout_probs_diff_mean/
 
 from __future__ import annotations
 
+import functools
 from typing import Final, Literal
 
 Slice = Literal["text", "post_tool"]
@@ -180,3 +181,19 @@ def dist(slice_: Slice, ratio: Ratio = "mismatch") -> str:
     """Name of the stored histogram of |log-ratio| of family ``ratio`` on ``slice_`` (for
     ECDFs): ``dist/abs_log_ratio/post_tool``, ``dist/ref_drift/abs_log_ratio/...``."""
     return f"dist/{_family(ratio)}abs_log_ratio/{slice_}"
+
+
+@functools.cache
+def all_names() -> frozenset[str]:
+    """Every metric name gapwatch knows: the constants above and the per-slice,
+    per-quantile, per-ratio and per-turn names built from them."""
+    base = {v for k, v in globals().items() if k.isupper() and isinstance(v, str) and "/" in v}
+    out = set(base)
+    for sl in SLICES:
+        for r in RATIOS:
+            out.update(tail(sl, q, r) for q in QUANTILES)
+            out.add(ess(sl, r))
+        out.update(sliced(n, sl) for n in base)
+    for fig in TURN_FIGURES:
+        out.update(by_turn(fig, b) for b in TURN_BUCKETS)
+    return frozenset(out)

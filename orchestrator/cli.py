@@ -47,12 +47,13 @@ DbOpt = Annotated[
 
 FORMAT_HELP = (
     "The log's format: auto (told by name and content), jsonl, csv, trl_state, "
-    "console_dicts, verl_console, tensorboard, mlflow, trackio, json_history, ipynb, keyvalue."
+    "console_dicts, verl_console, xtuner, tensorboard, mlflow, trackio, json_history, ipynb, "
+    "keyvalue."
 )
 NAMES_HELP = (
     "Whose metric names the log uses: auto, gapwatch, verl, trl, prime-rl, tinker, slime, "
-    "skyrl, nemo-rl, roll, openrlhf, areal, oat, or a YAML file mapping yours to gapwatch's "
-    "({reward: critic/score/mean})."
+    "skyrl, nemo-rl, roll, openrlhf, areal, oat, xtuner, or a YAML file mapping yours to "
+    "gapwatch's ({reward: critic/score/mean})."
 )
 STEP_FIELD_HELP = "keyvalue logs: the field that holds the step (default: step, global_step, ...)."
 STEP_PATTERN_HELP = r"keyvalue logs: a regex whose first group is the step, e.g. 'Step (\d+)'."

@@ -15,6 +15,7 @@ content), ``get(name)`` gives one by ``--format NAME``. Formats, in detection or
 ``jsonl``                 JSON lines, verl's file logger included
 ``csv``                   ``step,name,value`` rows, or a wide export (a column per metric)
 ``verl_console``          verl's ``step:N - name:value - ...`` console lines
+``xtuner``                XTuner's RL console log (``Rollout N`` blocks, mismatch JSON)
 ``console_dicts``         transformers/TRL console output (printed ``{'loss': ...}``)
 ``keyvalue``              ``name: value`` / ``name=value`` pairs (hand-written trainers)
 ========================  ==========================================================
@@ -41,6 +42,7 @@ from orchestrator.readers import (  # noqa: F401 - each registers its reader
     trl_state,
     verl_console,
     wandb,
+    xtuner,
 )
 from orchestrator.readers.base import (
     ALIASES,
@@ -86,7 +88,7 @@ __all__ = [
 
 DETECT_ORDER = (
     "wandb", "tensorboard", "mlflow", "trackio", "trl_state", "ipynb", "json_history", "jsonl",
-    "csv", "verl_console", "console_dicts", "keyvalue",
+    "csv", "verl_console", "xtuner", "console_dicts", "keyvalue",
 )  # fmt: skip
 """The order formats are tried in: folders and binary files first, whole JSON documents
 before JSON lines, structured text before console output, the tolerant reader last."""

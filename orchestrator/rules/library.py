@@ -8,12 +8,18 @@ step 30 without stopping; collapsed = last-5 mean score below 0.05, onset = firs
 from which the score stays below it): per rule, the setting with no false stop on seeds
 0-1 that catches the most collapses soonest, then scored on held-out seeds 2-3
 (bench/results/calibrate_rules.md). All rules together, held out: 57 of 59 collapses
-caught, median 2 steps after onset, no control stopped.
+caught, median 2 steps after onset, no control stopped. Issue 37 added what follows from
+what a collapse is rather than a cut-off: ``score_collapse``'s control test in standard
+errors of two step means, ``constant_advantage``'s streak that chance would rarely make
+given the groups a step (and the real corpus criterion's dead run), ``length_at_cap``'s
+warning and patience; bench/results/detection_bench.md and real_runs_bench.md measure
+them.
 Conventions: see ``orchestrator.rules``.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 import statistics
 from collections import deque
@@ -54,6 +60,25 @@ def spread(row: Row) -> float | None:
         return abs(sd)
     lo, hi = value(row, N.SCORE_MIN), value(row, N.SCORE_MAX)
     return None if lo is None or hi is None else abs(hi - lo) / 4
+
+
+NOISE_LEAST = 5
+"""Trainer steps a run must have run before its step means' noise is trusted: four
+successive differences where every step is logged (with two, the estimate of a standard
+deviation is off by half or more as often as not). Counted in trainer steps, so a log
+written every m-th step is judged as soon as its rows cover as many steps (two rows at
+least)."""
+
+
+def mssd(points: Iterable[tuple[int, float]]) -> float | None:
+    """The noise of a run's step means: the root of half the mean squared difference of
+    successive values (von Neumann's estimator of a series' standard deviation, which a
+    steady trend barely moves); None for fewer than two values."""
+    vals = [v for _, v in points]
+    if len(vals) < 2:
+        return None
+    sq = [(b - a) ** 2 for a, b in zip(vals, vals[1:], strict=False)]
+    return math.sqrt(sum(sq) / (2 * len(sq)))
 
 
 @dataclass
@@ -143,6 +168,10 @@ class ScoreState(Streak):
     own: Streak = field(default_factory=Streak)
     """How long the tests against the run's own history have crossed (``k_own``); the
     state's own streak counts the control and floor tests (``k``)."""
+    means: deque[tuple[int, float]] = field(default_factory=deque)
+    """(step, score) of the run over the latest ``noise_steps`` trainer steps."""
+    control_means: deque[tuple[int, float]] = field(default_factory=deque)
+    """(step, score) of the control at the same steps (those it had reported)."""
 
 
 @register("score_collapse")
@@ -150,9 +179,10 @@ class ScoreState(Streak):
 class ScoreCollapse(StreakRule):
     """The mean score has fallen below its own early level by ``drop`` of its early spread,
     for ``k_own`` trainer steps, or below the control's at the same step by
-    ``control_margin`` spreads for ``k`` trainer steps. No absolute floor: every test is
-    in the run's (or the control's) own units, so the decision is the same for any reward
-    ``a*r + b`` (a > 0).
+    ``control_margin`` spreads, or by ``control_z`` standard errors of the two step means'
+    difference, for ``k`` trainer steps. No absolute floor: every test is in the run's
+    (or the control's) own units, so the decision is the same for any reward ``a*r + b``
+    (a > 0).
 
     The early level is the median score of the first ``baseline_steps`` trainer steps;
     the run's unit is its early batch reward spread (:func:`spread`, root mean square
@@ -181,7 +211,33 @@ class ScoreCollapse(StreakRule):
     control_margin: Float | None = Field(default=1.2, gt=0)
     """Crosses where the control's score at the same step exceeds this run's by more than
     this many spreads. The old absolute margin 0.6 beside a control whose batch std is
-    about 0.5 (ground truth): 1.2 spreads."""
+    about 0.5 (ground truth): 1.2 spreads. A spread is that of single rewards, not of a
+    step's mean: a collapsed run at 0 beside a control at 0.4 whose rewards spread 0.5 is
+    never 1.2 spreads below it, which is why ``control_z`` exists."""
+    control_z: Float | None = Field(default=2.5, gt=0)
+    """Crosses where the control's score at the same step exceeds this run's by more than
+    this many standard errors of the difference of two step means. The standard error is
+    estimated from the runs themselves, without their batch sizes: each run's step means
+    vary from step to step by their noise (and by learning), so the root of half the mean
+    squared successive difference of its step means over the latest ``noise_steps`` steps
+    (von Neumann's estimator, which a steady trend barely moves) is its step mean's
+    noise, and the two add in quadrature. 2.5 with ``k`` = 2: a run is judged at every
+    step, so the line is set for about one false stop in a hundred 100-step runs whose
+    means do not differ (each step's one-sided chance 0.01, squared for two steps in a
+    row, times 100 steps; 2.33 for a known standard error, 2.5 for one estimated from
+    about 20 differences); bench/results/detection_bench.md measures it on simulated
+    pairs of runs alike (about one in a hundred; 2 stopped about one in ten). On
+    the ground truth the spread test (``control_margin``) stopped collapses a median of
+    5 and up to 25 steps after their onset, or never (a dead run's score sits 0.3-0.5
+    below a control whose rewards spread 0.5); this test stops them within 2 steps of
+    onset (bench/results/detection_bench.md). It stops stalls too (a run that merely
+    trails its control), as the spread test did later: the ``ranking`` preset turns this
+    rule off for that reason."""
+    noise_steps: Int = Field(default=20, ge=NOISE_LEAST)
+    """The latest trainer steps whose step means give each run's noise (``control_z``);
+    the test waits for ``NOISE_LEAST`` (5) trainer steps. 20: about twenty
+    differences per estimate, the basis of ``control_z``'s line (with 10 the false stops
+    of runs alike about doubled, bench/results/detection_bench.md)."""
     from_best: Float | None = Field(default=None, gt=0)
     """Crosses where the (smoothed) score is below the best it has reached by more than
     this many of the run's own units (a run that learned, then lost it). Off by default:
@@ -229,10 +285,11 @@ class ScoreCollapse(StreakRule):
         smooth = state.rolling.feed(s, step, self.window, high=True)  # a fall crosses
         if s is not None and smooth is not None:
             state.best = smooth if state.best is None else max(state.best, smooth)
+        self._remember(state, s, control, step)
         own = other = None
         if s is not None and smooth is not None:
             own = self._own(state, smooth)
-            other = self._other(s, row, control, step)
+            other = self._other(state, s, row, control, step)
         state.own.prev = state.prev
         extend(state.own, own is not None, step)
         extend(state, other is not None, step)
@@ -272,22 +329,44 @@ class ScoreCollapse(StreakRule):
                     "from_best": top, "units_below": (best - s) / own if own > 0 else "inf"}  # fmt: skip
         return None
 
-    def _other(self, s: float, row: Row, control: ControlView, step: int) -> Evidence | None:
+    def _remember(
+        self, state: ScoreState, s: float | None, control: ControlView, step: int
+    ) -> None:
+        """Keep the run's and the control's step means of the latest ``noise_steps``."""
+        c_row = control.at(step)
+        c = None if c_row is None else value(c_row, N.SCORE_MEAN)
+        for q, v in ((state.means, s), (state.control_means, c)):
+            if v is not None:
+                q.append((step, v))
+            while q and q[0][0] <= step - self.noise_steps:
+                q.popleft()
+
+    def _other(
+        self, state: ScoreState, s: float, row: Row, control: ControlView, step: int
+    ) -> Evidence | None:
         """The floor and control tests, on ``s``: the score at the step."""
         if self.floor is not None and s < self.floor:
             return {"crossed": "floor", "score": s, "floor": self.floor}
         c_row = control.at(step)
         c = None if c_row is None else value(c_row, N.SCORE_MEAN)
-        if self.control_margin is None or c_row is None or c is None:
+        if c_row is None or c is None:
             return None
         units = [u for u in (spread(c_row), spread(row)) if u is not None]
-        if not units:
-            return None
-        unit = max(units)
-        if c - s > self.control_margin * unit:
-            return {"crossed": "control_margin", "score": s, "control_score": c,
-                    "spread": unit, "control_margin": self.control_margin,
-                    "units_below": (c - s) / unit if unit > 0 else "inf"}  # fmt: skip
+        if self.control_margin is not None and units:
+            unit = max(units)
+            if c - s > self.control_margin * unit:
+                return {"crossed": "control_margin", "score": s, "control_score": c,
+                        "spread": unit, "control_margin": self.control_margin,
+                        "units_below": (c - s) / unit if unit > 0 else "inf"}  # fmt: skip
+        if self.control_z is not None and step >= NOISE_LEAST:
+            noise = [mssd(q) for q in (state.means, state.control_means)]
+            if noise[0] is None or noise[1] is None:
+                return None
+            se = math.hypot(noise[0], noise[1])
+            if c - s > self.control_z * se and c - s > 1e-9 * (abs(c) + abs(s)):
+                return {"crossed": "control_z", "score": s, "control_score": c,
+                        "standard_error": se, "control_z": self.control_z,
+                        "z": (c - s) / se if se > 0 else "inf"}  # fmt: skip
         return None
 
     def evidence(self, state: ScoreState, row: Row, control: ControlView, step: int) -> Evidence:
@@ -519,8 +598,31 @@ class LengthRunaway(StreakRule):
 
 
 @dataclass
+class Moments:
+    """A score's trainer-step-weighted count, sum and sum of squares (each row weighing
+    the trainer steps it stands for)."""
+
+    n: float = 0.0
+    total: float = 0.0
+    squares: float = 0.0
+
+    def add(self, v: float, weight: float) -> None:
+        self.n += weight
+        self.total += v * weight
+        self.squares += v * v * weight
+
+    def stats(self) -> tuple[float, float, float]:
+        """(steps, mean, population variance)."""
+        if self.n <= 0:
+            return 0.0, 0.0, 0.0
+        mean = self.total / self.n
+        return self.n, mean, max(self.squares / self.n - mean * mean, 0.0)
+
+
+@dataclass
 class CapState(State):
-    """The first window's capped steps and scores, and the verdict once it has passed."""
+    """The first window's capped steps and scores, the verdict once it has passed, and the
+    latest window's, up to the patience's end."""
 
     start: int | None = None
     """The window's first trainer step (1, or the first logged step where that is later
@@ -534,22 +636,74 @@ class CapState(State):
     """Per half of the window: [sum of score x steps, steps]."""
     widest: float | None = None
     """The largest spread of the score seen in the window (:func:`spread`)."""
+    first: Moments = field(default_factory=Moments)
+    """The first window's scores (the reference of the patience's learning test)."""
     verdict: Evidence | None = None
+    """The warning's evidence, from the window's end until the patience's end."""
     judged: bool = False
+    latest_clip: Rolling = field(default_factory=Rolling)
+    """The capped share (1 where the clip ratio is at the level, else 0) over the latest
+    ``window`` trainer steps."""
+    latest_share: float | None = None
+    """That share at the latest row."""
+    latest_score: deque[tuple[int, int, float]] = field(default_factory=deque)
+    """(step, the step of the row before it, score) over the latest ``window`` trainer
+    steps."""
+    since: Moments = field(default_factory=Moments)
+    """The scores after the first window."""
+    stop: Evidence | None = None
+    """The stop's evidence, at the patience's end."""
+    done: bool = False
+    """The patience has ended: nothing more to say about this run."""
+
+
+CAP_CAUSE = "completions cut at the length cap from the start"
+CAP_FIX = (
+    "raise the generation limit (max_completion_length / max_tokens / max_response_length), "
+    "or ask the prompt for an answer that fits in it"
+)
+
+
+def trend_t(first: tuple[float, float, float], later: tuple[float, float, float]) -> float | None:
+    """The corpus criterion's reward trend (bench/data/real/manifest.yaml) between two
+    spans of a run, each given as (trainer steps, mean score, population variance): the
+    later mean minus the first, over their pooled per-step standard deviation times
+    sqrt(1/n1 + 1/n2). "Improves" is t >= 2. None: a span under two steps; +inf or -inf:
+    both flat (no spread) and their means apart."""
+    (n1, m1, v1), (n2, m2, v2) = first, later
+    if n1 < 2 or n2 < 2:
+        return None
+    pooled = math.sqrt((n1 * v1 + n2 * v2) / (n1 + n2))
+    diff = m2 - m1
+    if abs(diff) <= 1e-9 * (abs(m1) + abs(m2)):  # within rounding: no change
+        return 0.0
+    if pooled == 0:
+        return math.inf if diff > 0 else -math.inf
+    return diff / (pooled * math.sqrt(1 / n1 + 1 / n2))
 
 
 @register("length_at_cap")
 @checked(frozen=True, kw_only=True, config=CHECKED)
 class LengthAtCap(Rule):
-    """A run that never learns at the length cap: over its first ``window`` trainer steps,
-    the clip ratio is >= ``clip_level`` on at least ``share`` of the steps AND the score's
+    """A run at the length cap from its start: over its first ``window`` trainer steps the
+    clip ratio is >= ``clip_level`` on at least ``share`` of the steps AND the score's
     mean over the window's second half is not above its first half's by more than
-    ``improve`` spreads. Judged once, at the first row at or past the window's end.
+    ``improve`` spreads. At the window's end that is a WARNING, with its likely cause and
+    fix (completions cut at the cap from the start: raise the generation limit, or the
+    prompt asks for more than it allows); the run is STOPPED at the end of ``patience``
+    only if it is still at the cap (``share`` of the latest ``window`` steps) and still
+    not learning (the corpus criterion's trend test, :func:`trend_t`: the latest window's
+    scores, and its scores since the first window, each against the first window's:
+    t < 2 for both; learning by either reference spares it, as :class:`Learning` reads
+    two references).
 
-    A conjunction: a healthy run that starts with most completions cut and learns (its
-    score rising) is spared, as is one whose completions are cut now and then. Scale-free
-    (the gain is measured in the run's own score spread) and counted in trainer steps
-    (each row weighs the steps since the row before it)."""
+    Why a warning first (the corpus criterion, decided in issue 37): at step 20 a healthy
+    slow starter and a run that will never learn look alike (the real corpus: 10 healthy
+    and 13 dead or degenerate runs at the cap on >= 80% of their first 20 steps without
+    learning there, bench/results/real_runs_bench.md); what tells them apart is whether
+    the score moves over the steps after. Scale-free (the gain is measured in the run's
+    own score spread, the trend in its step scores' own deviation) and counted in trainer
+    steps (each row weighs the steps since the row before it)."""
 
     feeds = (frozenset({N.CLIP_RATIO}),)
 
@@ -571,21 +725,36 @@ class LengthAtCap(Rule):
     part: the runs at the cap gain -0.04 spreads over their first 20 steps, its healthy
     runs -0.04 to 0.08 (the cap share, not the gain, tells them apart there); 0.25 spares
     a run that is cut at the cap but visibly learning (the criterion's "improves")."""
+    patience: Int | None = Field(default=None, ge=2)
+    """Trainer steps from the run's start after which a run still at the cap and still not
+    learning is stopped; None: three times ``window`` (step 60 with a 20-step window), as
+    the corpus criterion decided (issue 37). The warning comes at the window's end
+    whatever this is."""
+    trend: Float = Field(default=2.0, gt=0)
+    """The patience's learning test: the run is learning where the trend t (:func:`trend_t`)
+    of its latest window, or of all its steps since the first window, against the first
+    window is at least this. 2: the corpus criterion's "improves"."""
 
     def start(self) -> CapState:
         return CapState()
 
+    def _patience(self) -> int:
+        return self.patience if self.patience is not None else 3 * self.window
+
     def update(self, state: CapState, row: Row, control: ControlView, step: int) -> None:
-        if state.judged or self.clip_level is None:
+        if state.done or self.clip_level is None:
             return
         if state.start is None:
             state.start = 1 if step <= self.window else step
+        if state.judged:
+            self._follow(state, row, step)
+            return
         end = state.start + self.window - 1
         if step > end:
             # logged after the window's end: its figures are not the window's (a sparse log
             # must not read a later regime into it); judge on the rows before
-            state.judged = True
-            state.verdict = self._verdict(state)
+            self._judge(state)
+            self._follow(state, row, step)
             return
         prev = state.prev if state.prev is not None else state.start - 1
         steps = max(step - prev, 1)
@@ -593,8 +762,10 @@ class LengthAtCap(Rule):
         if clip is not None:
             state.counted += steps
             state.capped += steps if clip >= self.clip_level else 0
+        self._latest(state, row, step)
         s, sp = value(row, N.SCORE_MEAN), spread(row)
         if s is not None:
+            state.first.add(s, steps)
             # the row stands for the trainer steps since the row before: split them at the
             # halves' boundary, so a sparse log weighs each half as a dense one would
             second = state.start + self.window // 2  # first step of the second half
@@ -605,10 +776,54 @@ class LengthAtCap(Rule):
                     half[1] += n
         if sp is not None:
             state.widest = sp if state.widest is None else max(state.widest, sp)
-        if step < end:
-            return
+        if step >= end:
+            self._judge(state)
+
+    def _judge(self, state: CapState) -> None:
         state.judged = True
         state.verdict = self._verdict(state)
+        if state.verdict is None:
+            state.done = True  # not at the cap from the start: nothing more to follow
+
+    def _latest(self, state: CapState, row: Row, step: int) -> None:
+        """Fold the row into the latest window's capped share and scores."""
+        clip = value(row, N.CLIP_RATIO)
+        capped = None if clip is None or self.clip_level is None else float(clip >= self.clip_level)
+        prev = state.latest_clip.last
+        state.latest_share = state.latest_clip.feed(capped, step, self.window, mean=True)
+        s = value(row, N.SCORE_MEAN)
+        if s is not None:
+            state.latest_score.append((step, prev if prev is not None else step - 1, s))
+        while state.latest_score and state.latest_score[0][0] <= step - self.window:
+            state.latest_score.popleft()
+
+    def _follow(self, state: CapState, row: Row, step: int) -> None:
+        """After the warning: at the patience's end, stop a run still at the cap and still
+        not learning."""
+        prev = state.latest_clip.last
+        self._latest(state, row, step)
+        s = value(row, N.SCORE_MEAN)
+        if s is not None and prev is not None:
+            state.since.add(s, step - prev)
+        start = state.start if state.start is not None else 1
+        if step < start + self._patience() - 1:
+            return
+        state.done = True
+        share = state.latest_share
+        latest = Moments()
+        for s_, p_, v in state.latest_score:
+            latest.add(v, s_ - max(p_, step - self.window))
+        first = state.first.stats()
+        t_now = trend_t(first, latest.stats())
+        since = trend_t(first, state.since.stats())
+        learns = [t for t in (t_now, since) if t is not None]
+        if share is None or share < self.share or not learns or max(learns) >= self.trend:
+            state.verdict = None  # it left the cap, or it learns: the warning stands alone
+            return
+        state.stop = {**(state.verdict or {}), "latest_capped_share": share,
+                      "trend_t_latest": learns[0] if t_now is not None else "-",
+                      "trend_t_since": since if since is not None else "-",
+                      "trend": self.trend, "patience": self._patience()}  # fmt: skip
 
     def _verdict(self, state: CapState) -> Evidence | None:
         (s1, n1), (s2, n2) = state.halves
@@ -623,12 +838,16 @@ class LengthAtCap(Rule):
             return None
         return {"capped_share": frac, "share": self.share, "clip_level": self.clip_level or 0.0,
                 "score_gain": gain, "spread": state.widest, "improve": self.improve,
-                "window": self.window}  # fmt: skip
+                "window": self.window, "cause": CAP_CAUSE, "fix": CAP_FIX}  # fmt: skip
 
     def decide(self, state: CapState, row: Row, control: ControlView, step: int) -> Decision:
+        if state.stop is not None:
+            ev, state.stop = state.stop, None
+            state.verdict = None
+            return Decision("stop", self.name, step, ev)
         if state.verdict is None:
             return self._go_on(step)
-        return Decision("stop", self.name, step, dict(state.verdict))
+        return Decision("warn", self.name, step, dict(state.verdict))
 
 
 @dataclass
@@ -645,6 +864,74 @@ class SignalState(Streak):
     need: int = 1
     """The streak the latest step's source of the fraction needs."""
     crossed: Evidence | None = None
+    groups: int | None = None
+    """Groups per step, read off the fraction's granularity (the smallest whole number
+    that makes every fraction seen a whole count of groups); None: more than
+    ``MAX_GROUPS``, or a fraction that is no count (a large batch)."""
+    seen_fracs: set[float] = field(default_factory=set)
+    """The distinct fractions logged so far (a handful: the granularity is read off them)."""
+    early_rows: list[tuple[int, int, float]] = field(default_factory=list)
+    """(step, the step of the row before it, fraction) of the rows in the first
+    ``rate_steps`` trainer steps: the run's own early zero-spread rate."""
+    chance: Evidence = field(default_factory=dict)
+    """How the streak needed was reckoned at the latest step (groups, rate, chance)."""
+    first_crossing: int = 0
+    """Trainer steps among the first ``dead_steps`` whose fraction crossed."""
+    first_counted: int = 0
+    """Trainer steps among the first ``dead_steps`` with a fraction."""
+    dead: Evidence | None = None
+    """The criterion's dead run, decided at the latest row (:meth:`ConstantAdvantage._dead`)."""
+
+
+MAX_GROUPS = 64
+"""Largest groups per step read off a fraction's granularity: beyond it a step holds so
+many groups that all of them alike by chance is negligible (the streak needs ``k``)."""
+
+
+def groups_per_step(fracs: Iterable[float]) -> int | None:
+    """The smallest whole number of groups that makes every fraction a whole count of
+    groups (within the rounding of a logged float), or None above ``MAX_GROUPS``."""
+    vals = list(fracs)
+    for g in range(1, MAX_GROUPS + 1):
+        if all(abs(v * g - round(v * g)) <= 1e-5 * g for v in vals):
+            return g
+    return None
+
+
+RATE_BOUND = 0.9
+"""The run's own early rate of alike groups is taken at this upper credible bound of a
+uniform prior updated by the groups seen before the streak: where those are few, chance
+is given the benefit of the doubt (two early steps of two groups allow a rate from near 0
+to near 1)."""
+
+
+@functools.lru_cache(maxsize=4096)
+def rate_bound(alike: int, groups: int, level: float = RATE_BOUND) -> float:
+    """The ``level`` quantile of Beta(alike + 1, groups - alike + 1): the rate of alike
+    groups that ``alike`` of ``groups`` seen leave below it with that probability (with
+    none seen, ``level`` itself). By bisection on the Beta CDF, which for whole counts is
+    the binomial tail P(Binom(groups + 1, x) >= alike + 1)."""
+    groups = max(groups, 0)
+    alike = min(max(alike, 0), groups)
+    lo, hi = 0.0, 1.0
+    for _ in range(40):
+        mid = (lo + hi) / 2
+        cdf = sum(
+            math.comb(groups + 1, i) * mid**i * (1 - mid) ** (groups + 1 - i)
+            for i in range(alike + 1, groups + 2)
+        )
+        lo, hi = (mid, hi) if cdf < level else (lo, mid)
+    return (lo + hi) / 2
+
+
+def all_alike_chance(groups: int, rate: float, frac: float) -> float:
+    """The chance that at least ``frac`` of ``groups`` independent groups are all-alike
+    when each is with probability ``rate`` (the binomial tail)."""
+    need = math.ceil(frac * groups - 1e-9)
+    return sum(
+        math.comb(groups, i) * rate**i * (1 - rate) ** (groups - i)
+        for i in range(max(need, 0), groups + 1)
+    )
 
 
 @register("constant_advantage")
@@ -658,7 +945,25 @@ class ConstantAdvantage(StreakRule):
     fraction 1, and one whose batch std is at most ``flat`` of its early std too (TRL's
     ``reward_std``, verl's min and max). A run with no signal from its first steps is
     stopped whatever its level (solved or dead, its groups teach nothing: the real run
-    pinned at 0.5, issue 18); a run that rose to its best and stays there is spared."""
+    pinned at 0.5, issue 18); a run that rose to its best and stays there is spared.
+
+    **Small batches** (issue 37). With one to four groups a step, every group alike
+    happens by chance: two such steps in a row stopped healthy runs of two groups a step
+    before step 10. So the streak needed from the logged fraction is the shortest that
+    chance would rarely produce at the run's own rate (at least ``k``): with ``G``
+    groups a step (read off the fraction's granularity: steps of 0.5 are two groups), a
+    rate ``p`` of groups alike over the run's first ``rate_steps`` steps before the
+    streak began (taken at the upper end of what those groups allow, ``RATE_BOUND``:
+    none before it allow any rate), the chance of a crossing step is ``q`` = P(at least
+    ``frac`` of ``G`` groups alike), and the streak ``n`` needs ``t * q^n <= chance``
+    after ``t`` trainer steps (the expected number of such streaks by chance in a run
+    this long). A fraction only ever 0 or 1 tells no group count and is read as one
+    group a step. Large batches keep about ``k``: on the ground truth (16 groups a step)
+    the rule alone stops most collapses it catches at the same step as a fixed streak of
+    2, the rest a few steps later (bench/results/detection_bench.md). And, as the corpus
+    criterion defines a dead run, a run whose first ``dead_steps`` trainer steps cross on
+    at least ``dead_share`` of them (a logged fraction, or a fallback's all-alike steps)
+    is stopped once that share is certain, unless it is at a best it rose to."""
 
     feeds = (
         frozenset({N.ZERO_ADV_FRAC}),
@@ -671,7 +976,24 @@ class ConstantAdvantage(StreakRule):
     0.8 on the ground truth, where a collapsed run of the quick preset has most but not
     all groups uniform (an occasional lucky guess) and dense controls stay at 0.19-0.63."""
     k: Int = Field(default=2, ge=1)  # type: ignore[misc]
-    """Trainer steps the fraction must hold. Calibration (k in 2..5): 2."""
+    """Trainer steps the fraction must hold at least (the chance test below may ask for
+    more). Calibration (k in 2..5): 2."""
+    chance: Float | None = Field(default=0.01, gt=0, lt=1)
+    """The streak from a logged fraction must be long enough that a run whose groups are
+    alike at its early rate would show one so long, by chance, at most this often over
+    its steps so far (the expected count of such streaks; the class docstring). None:
+    ``k`` whatever the batch (the rule before issue 37)."""
+    rate_steps: Int = Field(default=10, ge=1)
+    """The run's first trainer steps whose fractions give its own rate of alike groups."""
+    dead_steps: Int = Field(default=20, ge=1)
+    """The corpus criterion's dead run: its first trainer steps judged together."""
+    dead_share: Float | None = Field(default=0.8, gt=0, le=1)
+    """Stopped once at least this share of the first ``dead_steps`` trainer steps cross
+    is certain (the criterion's 80%), a logged fraction's steps or a fallback's; spared at
+    a best it rose to (``saturation``). None: off. On the real corpus it catches in their
+    window the dead runs no streak setting caught without a false stop, and stops the
+    healthy run that starts with 20 of 21 steps all alike and learns later, the
+    trade-off the table of bench/results/real_runs_bench.md shows (its last row)."""
     saturation: Float | None = Field(default=0.5, gt=0)
     """Spared (saturated) where the score is within this many spreads of its best so far
     and that best is more than this many spreads above the early level (spread: the
@@ -691,7 +1013,8 @@ class ConstantAdvantage(StreakRule):
     over 10 steps, 10 stops the dead unsloth-qwen3-vl-8b at step 14 and no healthy run;
     5 stops basilenouvellet-grpo at step 9; 20 (the previous default) catches the dead
     run only at step 24, after its window. No setting catches the dead tkg-llama31-8b
-    (16 of its first 20 steps all-equal) without stopping basilenouvellet-grpo."""
+    (16 of its first 20 steps all-equal) without stopping basilenouvellet-grpo: the
+    dead-share test (``dead_share``) catches it, and stops that healthy run."""
     window_without_fraction: Int = Field(default=10, ge=1)
     """The fallback's 0/1 values are averaged over this many trainer steps (the real
     corpus's dead runs: at least 80% of their first 20 steps all-equal)."""
@@ -720,11 +1043,13 @@ class ConstantAdvantage(StreakRule):
     def update(self, state: SignalState, row: Row, control: ControlView, step: int) -> None:
         got = self._frac(state, row)
         state.frac = None
+        direct = got is not None and got[1] == N.ZERO_ADV_FRAC
         if got is not None:
-            direct = got[1] == N.ZERO_ADV_FRAC
             window = self.window if direct else self.window_without_fraction
             state.frac = state.rolling.feed(got[0], step, window, mean=True)
             state.need = self.k if direct else self.k_without_fraction
+        if got is not None:
+            self._count(state, got[0], step, direct)
         s, sp = value(row, N.SCORE_MEAN), spread(row)
         state.early.feed(s, step, self.baseline_steps)
         state.early_spread.feed(value(row, N.SCORE_STD), step, self.baseline_steps)
@@ -733,7 +1058,77 @@ class ConstantAdvantage(StreakRule):
         if sp is not None:
             state.widest = sp if state.widest is None else max(state.widest, sp)
         state.crossed = self._crossing(state, row, s)
+        state.dead = self._dead(state, step)  # before state.prev moves on to this row
         extend(state, state.crossed is not None, step)
+        if direct and state.crossed is not None:
+            state.need = self._need(state, step)
+
+    def _origin(self, state: SignalState, step: int) -> int:
+        """Trainer step 1, or the first logged step where a log starts later than the
+        first ``dead_steps`` (a resumed run): where the run's early windows begin."""
+        first = state.first_step if state.first_step is not None else step
+        return 1 if first <= self.dead_steps else first
+
+    def _count(self, state: SignalState, f: float, step: int, direct: bool) -> None:
+        """The fraction's granularity (groups per step) and the early rows (a logged
+        fraction), and the first steps' crossing share (any source: a fallback's step is
+        all alike or not); each row standing for the trainer steps since the row before
+        it, or since the windows' start."""
+        origin = self._origin(state, step)
+        prev = max(state.prev if state.prev is not None else origin - 1, origin - 1)
+        f = min(max(f, 0.0), 1.0)  # a share, whatever a log wrote
+        if direct and len(state.seen_fracs) < 64 and f not in state.seen_fracs:
+            state.seen_fracs.add(f)
+            state.groups = groups_per_step(state.seen_fracs)
+        if direct and step < origin + self.rate_steps:
+            state.early_rows.append((step, prev, f))
+        if step < origin + self.dead_steps:
+            n = min(step, origin + self.dead_steps - 1) - prev
+            state.first_counted += n
+            state.first_crossing += n if f >= self.frac else 0
+
+    def _need(self, state: SignalState, step: int) -> int:
+        """The streak a crossing from the logged fraction needs at ``step`` (and why, in
+        ``state.chance``)."""
+        if self.chance is None:
+            return self.k
+        g = state.groups
+        since = state.since if state.since is not None else step
+        # the early rows before the streak began (a row it began inside counts up to it)
+        before = [(min(s, since - 1), p, f) for s, p, f in state.early_rows if p < since - 1]
+        alike = sum(f * (s - p) for s, p, f in before)
+        steps = sum(s - p for s, p, _ in before)
+        if g is None:
+            state.chance = {"groups": f">{MAX_GROUPS}"}
+            return self.k
+        # the rate of alike groups, at the upper end of what the early groups allow
+        rate = rate_bound(round(alike * g), round(steps * g))
+        q = all_alike_chance(g, rate, self.frac)
+        t = step - self._origin(state, step) + 1
+        if q <= 0:
+            n = self.k
+        elif q >= 1:
+            n = 10**9
+        else:
+            n = max(self.k, math.ceil(math.log(self.chance / t) / math.log(q) - 1e-9))
+        state.chance = {"groups": g, "early_rate": rate, "step_chance": q, "need": n}
+        return n
+
+    def _dead(self, state: SignalState, step: int) -> Evidence | None:
+        """The criterion's dead run: the share of the first ``dead_steps`` that cross is
+        at least ``dead_share`` whatever the steps left of them do (decided up to the
+        first row at or after the window's end)."""
+        if self.dead_share is None or not state.first_counted:
+            return None
+        end = self._origin(state, step) + self.dead_steps - 1
+        if state.prev is not None and state.prev >= end:
+            return None  # decided at the window's end: a later fall is another rule's
+        left = max(end - step, 0)
+        # the share is certain once the steps left could not bring it below the line
+        if state.first_crossing < self.dead_share * (state.first_counted + left):
+            return None
+        return {"dead_share": self.dead_share, "dead_steps": self.dead_steps,
+                "crossing_steps": state.first_crossing, "counted_steps": state.first_counted}  # fmt: skip
 
     def _crossing(self, state: SignalState, row: Row, s: float | None) -> Evidence | None:
         got = self._frac(state, row)
@@ -745,27 +1140,44 @@ class ConstantAdvantage(StreakRule):
         if s is None:
             return ev
         ev["score"] = s
+        spared = self._saturated(state, s)
+        if spared:
+            return None
+        if spared is False:  # the test applied: say what it read
+            ev.update({"best_score": state.best or 0.0, "early_score": state.early.level or 0.0})
+        return ev
+
+    def _saturated(self, state: SignalState, s: float | None) -> bool | None:
+        """All groups solved: the score at its best, a best it rose to (None: the test
+        does not apply)."""
         best, early, unit = state.best, state.early.level, state.widest
         if unit is None:
             # no batch spread logged (Tinker's metrics): the range of the early step means
             unit = state.early.span
-        if self.saturation is None or best is None or early is None or not unit:
+        if s is None or self.saturation is None or best is None or early is None or not unit:
             # no spread yet, or none ever (no group has varied): a run that never had a
             # learning signal did not rise to its best, its best is the luck of its
             # prompts (real corpus: tsamtsam-gemma-grpo, reward_std 0 at every step, had
             # its streak broken by each new high of its step means)
-            return ev
-        # All groups solved: at its best, a best it rose to
-        if best - s <= self.saturation * unit and best - early > self.saturation * unit:
             return None
-        ev.update({"best_score": best, "early_score": early})
-        return ev
+        return best - s <= self.saturation * unit and best - early > self.saturation * unit
 
     def decide(self, state: SignalState, row: Row, control: ControlView, step: int) -> Decision:
-        if state.n < state.need or state.crossed is None:
-            return self._go_on(step)
-        ev = {**state.crossed, "k": state.need, "streak": state.n}
-        return Decision("stop", self.name, step, ev)
+        if state.crossed is not None and state.n >= state.need:
+            ev = {**state.crossed, "k": state.need, "streak": state.n}
+            if "source" not in state.crossed:
+                ev.update(state.chance)
+            return Decision("stop", self.name, step, ev)
+        dead = None if state.dead is None else dict(state.dead)
+        s = value(row, N.SCORE_MEAN)
+        if dead is None or self._saturated(state, s):
+            return self._go_on(step)  # not dead for sure yet, or at a best it rose to
+        if s is not None:
+            dead["score"] = s
+        got = self._frac(state, row)
+        if got is not None and got[1] != N.ZERO_ADV_FRAC:
+            dead["source"] = got[1]
+        return Decision("stop", self.name, step, dead)
 
     def evidence(self, state: SignalState, row: Row, control: ControlView, step: int) -> Evidence:
         return dict(state.crossed or {})

@@ -27,13 +27,17 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
+from correction import names as N
 from orchestrator import readers
 from orchestrator.readers import MAX_LINE, MAX_STEP, Entry, LogError, ReadOptions
 from orchestrator.readers.jsonl import FLAT_EXAMPLE
+
+if TYPE_CHECKING:
+    from correction.name_maps import Source
 
 __all__ = [
     "FLAT_EXAMPLE",
@@ -254,20 +258,11 @@ def read_log(path: Path | str, fmt: str = "auto", options: ReadOptions | None = 
 
 
 def gapwatch_names() -> set[str]:
-    """Every metric name gapwatch knows (``correction.names``: its constants, and the
-    per-slice, per-quantile, per-ratio and per-turn names built from them)."""
+    """Every metric name gapwatch knows (``correction.names.all_names``: its constants, and
+    the per-slice, per-quantile, per-ratio and per-turn names built from them)."""
     from correction import names as N
 
-    base = {v for k, v in vars(N).items() if k.isupper() and isinstance(v, str) and "/" in v}
-    out = set(base)
-    for sl in N.SLICES:
-        for r in N.RATIOS:
-            out.update(N.tail(sl, q, r) for q in N.QUANTILES)
-            out.add(N.ess(sl, r))
-        out.update(N.sliced(n, sl) for n in base)
-    for fig in N.TURN_FIGURES:
-        out.update(N.by_turn(fig, b) for b in N.TURN_BUCKETS)
-    return out
+    return set(N.all_names())
 
 
 def load_name_map(path: Path | str) -> dict[str, str]:
@@ -337,6 +332,9 @@ class NameMapper:
         mapping applied."""
         self.inputs: set[str] = set()
         """The foreign names read into derived figures (``correction.name_maps.DERIVED``)."""
+        self.matched: dict[str, str] = {}
+        """Foreign name -> how it matched a name its source writes, where not as written
+        (an exporter's prefix, another separator: ``correction.name_maps.resolve``)."""
 
     def __call__(self, row: dict[str, Any]) -> dict[str, Any]:
         from correction import name_maps
@@ -346,36 +344,49 @@ class NameMapper:
             if theirs in row and ours not in row:
                 out[ours] = row[theirs]
                 self.used.setdefault(theirs, ours)
-        # the maps' view: transformers' "train/" prefix off where no such name is there
-        view = {
-            (
-                k[len(TRAIN_PREFIX) :]
-                if k.startswith(TRAIN_PREFIX) and k[len(TRAIN_PREFIX) :] not in out
-                else k
-            ): v
-            for k, v in out.items()
-        }
-        original = {
-            (
-                k[len(TRAIN_PREFIX) :]
-                if k.startswith(TRAIN_PREFIX) and k[len(TRAIN_PREFIX) :] not in out
-                else k
-            ): k
-            for k in out
-        }
         if self.source is None or (self._auto and self.source == "gapwatch"):
             # told from the first row with a trainer's marks (a first row of timings has none)
-            self.source = name_maps.detect(view)
+            self.source = name_maps.detect(out)
+        source: Source = self.source  # type: ignore[assignment]
+        # the maps' view: each name as the source writes it (an exporter's prefix taken
+        # off, its separators read as the source's: name_maps.resolve); eval/ last, only
+        # for a figure the row has nowhere else
+        view: dict[str, Any] = {}
+        original: dict[str, str] = {}
+        late: list[str] = []
+        for k, v in out.items():
+            m = name_maps.resolve(k, source)
+            if m is None:
+                if k.startswith(name_maps.EVAL_PREFIX):
+                    late.append(k)
+                view.setdefault(k, v)
+                original.setdefault(k, k)
+                continue
+            if m.how != "exact":
+                if m.name in out:
+                    continue  # the row has the figure as written: keep that one
+                self.matched.setdefault(k, m.how)
+            if m.name not in view or m.how == "exact":
+                view[m.name], original[m.name] = v, k
+        for k in late:
+            m = name_maps.resolve(k, source, eval_prefix=True)
+            if m is not None and m.name not in view:
+                view[m.name], original[m.name] = out[k], k
+                self.matched.setdefault(k, m.how)
         for name, v in view.items():
-            m = name_maps.lookup(self.source, name)  # type: ignore[arg-type]
-            if m is not None and m.name not in out:
-                out[m.name] = v
-                self.used.setdefault(original[name], m.name)
-        for d, v, keys in name_maps.derive(view, self.source):  # type: ignore[arg-type]
+            if name in N.all_names() and name != original[name]:
+                out.setdefault(name, v)  # gapwatch's own name, written another way
+                self.used.setdefault(original[name], name)
+                continue
+            m2 = name_maps.lookup(source, name)
+            if m2 is not None and m2.name not in out:
+                out[m2.name] = v
+                self.used.setdefault(original[name], m2.name)
+        for d, v, keys in name_maps.derive(view, source):
             if d.name not in out:
                 out[d.name] = v
                 self.used.setdefault(d.formula, d.name)
-                self.inputs.update(original[k] for k in keys)
+                self.inputs.update(original.get(k, k) for k in keys)
         return out
 
     def describe(self) -> str | None:

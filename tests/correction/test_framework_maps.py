@@ -414,3 +414,98 @@ def test_oats_clip_ratio_and_largest_prob_diff_are_derived_from_its_counts_and_e
     # as transformers' reporters would strip "train/": read all the same
     bare = {k.removeprefix("train/"): v for k, v in OAT.items()}
     assert NameMapper("oat")({"step": 1, **bare})[N.PROBS_DIFF_MAX] == pytest.approx(0.34)
+
+
+# --- names with any separator, an exporter's prefix (issue 37) ---------------------------
+
+VERL_CSV = (
+    Path(__file__).parents[1] / "fixtures" / "logs" / "verl_csv" / "aopd-i80f2v90.head30.flat.csv"
+)
+CORPUS = Path(__file__).parents[2] / "bench" / "data" / "real" / "files"
+
+
+def test_a_name_matches_whatever_its_separator_and_an_exporters_prefix() -> None:
+    for written in ("critic/score/mean", "critic_score_mean", "critic.score.mean",
+                    "critic-score-mean", "charts/critic_score_mean", "train/critic.score.mean"):  # fmt: skip
+        m = name_maps.resolve(written, "verl")
+        assert m is not None and m.name == N.SCORE_MEAN, written
+        assert (m.how == "exact") == (written == N.SCORE_MEAN), (written, m.how)
+    # a foreign trainer's own name too, matched to the form it writes
+    m = name_maps.resolve("completions_clipped_ratio", "trl")
+    assert m is not None and (m.name, m.how) == ("completions/clipped_ratio", "separators")
+    # eval/ only when asked (the caller checks the row has no training figure of it)
+    assert name_maps.resolve("eval/critic_score_mean", "verl") is None
+    m = name_maps.resolve("eval/critic_score_mean", "verl", eval_prefix=True)
+    assert m is not None and m.name == N.SCORE_MEAN
+    assert name_maps.resolve("critic_score_median", "verl") is None  # no such figure
+
+
+def test_eval_figures_are_read_only_where_the_row_has_no_training_one() -> None:
+    both = NameMapper()({"step": 1, "critic/score/mean": 0.1, "eval/critic_score_mean": 0.9})
+    assert both[N.SCORE_MEAN] == 0.1
+    mapper = NameMapper()
+    only = mapper({"step": 1, "eval/critic_score_mean": 0.9, "actor/pg_loss": 0.0})
+    assert only[N.SCORE_MEAN] == 0.9
+    assert mapper.matched == {"eval/critic_score_mean": "prefix eval/ and separators"}
+
+
+def test_flattened_verl_names_are_not_taken_for_another_trainer() -> None:
+    """Issue 37: a verl run exported with ``_`` for ``/`` was taken for OpenRLHF (its
+    console's ``actor_grad_norm`` is verl's ``actor/grad_norm`` flattened); only the
+    gradient norm was mapped. Counting the names each trainer explains tells it."""
+    flattened = {"critic_score_mean", "critic_score_max", "critic_score_min",
+                 "response_length_mean", "response_length_clip_ratio", "actor_entropy",
+                 "actor_grad_norm", "actor_pg_clipfrac", "timing_s_step"}  # fmt: skip
+    assert name_maps.detect(flattened) == "verl"
+    # OpenRLHF's own console names (train/ taken off) are still OpenRLHF's
+    assert name_maps.detect({k.removeprefix("train/") for k in OPENRLHF}) == "openrlhf"
+    mapper = NameMapper()
+    row = mapper({"step": 1, **{k: 0.5 for k in flattened}})
+    assert mapper.source == "verl"
+    for ours in (N.SCORE_MEAN, N.SCORE_MIN, N.SCORE_MAX, N.RESPONSE_LENGTH_MEAN, N.CLIP_RATIO,
+                 N.ENTROPY, N.GRAD_NORM, N.STEP_TIME):  # fmt: skip
+        assert ours in row, ours
+    assert mapper.matched["critic_score_mean"] == "separators"
+
+
+def _slashed(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The rows with each column's own verl name back (as the console wrote it)."""
+    out = []
+    for r in rows:
+        back = {}
+        for k, v in r.items():
+            m = name_maps.resolve(k, "verl")
+            back[m.name if m is not None else k] = v
+        out.append(back)
+    return out
+
+
+def test_a_real_verl_log_exported_flat_is_judged_as_written() -> None:
+    """``tests/fixtures/logs/verl_csv/``: the first 30 steps of a real verl run (the corpus
+    run aopd-i80f2v90, its completions collapsing from about 1,800 tokens to under 100)
+    exported as CSV with ``_`` for every ``/``. gapwatch reads it as verl's, maps its
+    score, lengths and actor figures, and stops it where it stops the same steps under
+    their own names (and the original console log, where fetched)."""
+    from orchestrator import rules
+    from orchestrator.watch.logs import read_log
+    from orchestrator.watch.replay import replay
+
+    log = read_log(VERL_CSV)
+    assert log.format == "csv"
+    mapper = NameMapper()
+    flat_rows = [mapper(r) for r in log.rows]
+    assert mapper.source == "verl"
+    assert {mapper.matched[k] for k in ("critic_score_mean", "response_length_mean")} == {
+        "separators"
+    }
+    stop = replay(flat_rows, None, rules.build()).stop
+    slash = NameMapper()
+    named = replay([slash(r) for r in _slashed(log.rows)], None, rules.build()).stop
+    assert stop is not None and named is not None
+    assert (stop.rule, stop.step) == (named.rule, named.step)
+    original = CORPUS / "aopd-i80f2v90" / "output.log"
+    if original.exists():
+        whole = NameMapper()
+        rows = [whole(r) for r in read_log(original).rows if r["step"] <= log.rows[-1]["step"]]
+        first = replay(rows, None, rules.build()).stop
+        assert first is not None and (first.rule, first.step) == (stop.rule, stop.step)

@@ -97,14 +97,17 @@ def test_the_trl_example_sweep_stops_the_treatment_and_leaves_nothing_running(
     tmp_path: Path,
 ) -> None:
     pytest.importorskip("trl")
-    st, runs = _example_sweep(tmp_path, "sweep-trl.yaml", ["seeds=[0]", "steps=6"])
+    st, runs = _example_sweep(tmp_path, "sweep-trl.yaml", ["seeds=[0]", "steps=8"])
     ctrl, treat = runs["s0-control"], runs["s0-topk_keep0.05-none"]
     assert ctrl.pair_key == treat.pair_key and (ctrl.role, treat.role) == ("control", "treatment")
     assert ctrl.status == "completed" and [h["step"] for h in st.history(ctrl.id)] == list(
-        range(1, 7)
+        range(1, 9)
     )
-    # the compressed policy writes garbage: every completion runs to the length budget
-    assert treat.status == "stopped" and treat.stop_step is not None and treat.stop_step < 6
+    # the compressed policy writes garbage: every completion runs to the length budget, its
+    # two groups a step score alike. Two groups alike from the first step are no sign by
+    # themselves (issue 37: chance, at two groups a step); the score below the control's by
+    # many standard errors, once five steps give the two runs' noise, is (step 6 or so)
+    assert treat.status == "stopped" and treat.stop_step is not None and treat.stop_step < 8
     assert max(h["step"] for h in st.history(treat.id)) == treat.stop_step
     time.sleep(1)
     assert _procs("examples/trl_grpo.py") == [], "a TRL trainer outlived its trial"

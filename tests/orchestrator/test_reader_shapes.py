@@ -156,6 +156,31 @@ def test_gapwatch_names_says_what_was_read_mapped_and_decidable_and_drafts_the_r
     assert yaml.safe_load(draft) == r["draft"]  # the draft is a names file as printed
 
 
+def test_gapwatch_names_says_a_name_matched_by_its_separators_and_keeps_drafts_in_family(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Issue 37: a real verl run exported with ``_`` for ``/`` (tests/fixtures/logs/
+    verl_csv/) is read as verl's, each name matched that way is said so, and a draft
+    never offers a clip of the policy loss as the length clip ratio."""
+    from correction import names as N
+    from orchestrator.watch.names_report import guess, names_report, print_report
+
+    fixture = Path(__file__).parents[1] / "fixtures" / "logs" / "verl_csv"
+    r = names_report(fixture / "aopd-i80f2v90.head30.flat.csv")
+    assert r["source"] == "verl"
+    assert r["mapped"]["critic_score_mean"] == N.SCORE_MEAN
+    assert r["matched"]["critic_score_mean"] == "separators"
+    assert {"constant_advantage", "score_collapse", "length_collapse"} <= set(r["rules_can"])
+    assert N.CLIP_RATIO not in r["draft"].values()
+    print_report(r)
+    out = capsys.readouterr().out
+    assert "critic_score_mean -> critic/score/mean   (matched by separators" in out
+    # the families of the draft: a length's cut, the policy loss's clip
+    assert guess("actor_pg_clipfrac") == N.PG_CLIPFRAC
+    assert guess("ppo_clip_ratio") == guess("clip_ratio/region_mean") == N.PG_CLIPFRAC
+    assert guess("response_clip_ratio") == guess("gen/truncated_share") == N.CLIP_RATIO
+
+
 def _oat_console(steps: range) -> str:
     """Oat's learner console: ``strategy.pprint(logs_dict)`` (a blank line, the dict
     pretty-printed one key a line, a blank line) every logging step, a sampled response

@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[2]
 TRL = ROOT / "tests" / "fixtures" / "logs" / "trl"
 ALL = (
     "wandb", "tensorboard", "mlflow", "trackio", "trl_state", "ipynb", "json_history", "jsonl",
-    "csv", "verl_console", "console_dicts", "keyvalue",
+    "csv", "verl_console", "xtuner", "console_dicts", "keyvalue",
 )  # fmt: skip
 
 
@@ -522,6 +522,8 @@ _PIECES = [
     "step:", "step=", " - ", ":", "=", ", ", " | ", "{'", "'}", "}", "{", "'loss': ", "reward",
     "actor/entropy", "0.5", "-1e9", "nan", "inf", "np.float64(", "tensor(", ")", "(3/10)",
     " 50%|#5   | 5/10 [", "\x1b[31m", "\x1b[0m", "\r", "\t", "'", '"', "Step", "12", "x",
+    "[XTuner]", "Rollout 3: ", "Rank0 Rollout 3 Step 0: ", " rollout mismatch metrics:",
+    "- rewards/mean : ", "(TrainingWorker pid=7) ", "\n", "Train step 2 data statistics:",
 ]  # fmt: skip
 
 
@@ -542,7 +544,7 @@ def test_console_like_text_reads_or_fails_in_one_line(tmp_path: Path) -> None:
     def check(text: str) -> None:
         p = tmp_path / "fuzz.log"
         p.write_text(text, encoding="utf-8")
-        for fmt in ("auto", "console_dicts", "verl_console", "keyvalue", "csv"):
+        for fmt in ("auto", "console_dicts", "verl_console", "xtuner", "keyvalue", "csv"):
             try:
                 rows = read_log(p, fmt).rows
                 assert all(isinstance(r["step"], int) for r in rows)

@@ -43,6 +43,16 @@ def first(rule: rules.Rule, hist: list[Row], control: list[Row] | None = None) -
     raise AssertionError(f"{rule.name} never fired")
 
 
+def stop_of(rule: rules.Rule, hist: list[Row]) -> rules.Decision | None:
+    """The stop a watcher of ``rule`` records over ``hist`` (None: never)."""
+    w = rules.RuleSet((rule,)).watch()
+    for row in hist:
+        w.step(row)
+        if w.first_stop is not None:
+            return w.first_stop
+    return None
+
+
 def never(rule: rules.Rule, hist: list[Row], control: list[Row] | None = None) -> bool:
     return all(rule(hist[: i + 1], control).action == "continue" for i in range(len(hist)))
 
@@ -117,11 +127,15 @@ def test_bad_params_one_clear_error(name: str, params: dict[str, Any], match: st
 
 
 def test_ints_pass_for_float_fields_and_none_disables() -> None:
-    r = rules.get("score_collapse", drop=1, control_margin=None)
+    r = rules.get("score_collapse", drop=1, control_margin=None, control_z=None)
     assert r.params()["drop"] == 1.0 and isinstance(r.params()["drop"], float)
     hist = [{"step": s, N.SCORE_MEAN: 0.1, N.SCORE_STD: 0.3} for s in range(1, 10)]
     ctl = [{"step": s, N.SCORE_MEAN: 0.9, N.SCORE_STD: 0.3} for s in range(1, 10)]
-    assert never(r, hist, ctl)  # margin test off
+    assert never(r, hist, ctl)  # both control tests off
+    # either one on stops it: 0.8 below is 2.7 spreads, and infinitely many standard
+    # errors of two flat means
+    assert not never(rules.get("score_collapse", control_z=None), hist, ctl)
+    assert not never(rules.get("score_collapse", control_margin=None), hist, ctl)
 
 
 def test_empty_or_stepless_history_is_a_clear_error() -> None:
@@ -207,12 +221,29 @@ def test_length_runaway_by_clip_ratio_or_by_budget() -> None:
 
 
 def test_length_at_cap_needs_the_cap_and_no_learning() -> None:
-    # most completions cut from the start, the score flat: stopped when the window ends
-    flat = set_(healthy(random.Random(3)), 1, {N.CLIP_RATIO: 0.9})
+    # most completions cut from the start, the score flat: a warning with its cause and
+    # fix when the window ends, a stop at the patience's end (three windows)
+    flat = set_(healthy(random.Random(3), steps=70), 1, {N.CLIP_RATIO: 0.9})
     d = first(rules.get("length_at_cap"), flat)
-    assert d.step == 20 and d.evidence["capped_share"] == 1.0
-    # logged every 5th trainer step: the same window, in trainer steps
-    assert first(rules.get("length_at_cap"), flat[4::5]).step == 20
+    assert (d.action, d.step, d.evidence["capped_share"]) == ("warn", 20, 1.0)
+    assert "generation limit" in str(d.evidence["fix"])
+    stop = stop_of(rules.get("length_at_cap"), flat)
+    assert stop is not None and stop.step == 60 and stop.evidence["latest_capped_share"] == 1.0
+    stop = stop_of(rules.get("length_at_cap", patience=30), flat)
+    assert stop is not None and stop.step == 30
+    # logged every 5th trainer step: the same window and patience, in trainer steps (the
+    # score level: four rows a window are too few to tell noise from a trend)
+    level = [{**r, N.SCORE_MEAN: 0.4} for r in flat[4::5]]
+    assert first(rules.get("length_at_cap"), level).step == 20
+    stop = stop_of(rules.get("length_at_cap"), level)
+    assert stop is not None and stop.step == 60
+    # warned, then learning after the window (the score up by 0.3, six noise sds): spared
+    later = [{**r, N.SCORE_MEAN: r[N.SCORE_MEAN] + 0.3 * (r["step"] > 20)} for r in flat]
+    assert stop_of(rules.get("length_at_cap"), later) is None
+    assert first(rules.get("length_at_cap"), later).action == "warn"
+    # warned, then out of the cap after the window: spared
+    freed = [{**r, N.CLIP_RATIO: 0.9 if r["step"] <= 25 else 0.1} for r in flat]
+    assert stop_of(rules.get("length_at_cap"), freed) is None
     # the same run learning (its score rising by a spread over the window): spared
     rising = [{**r, N.SCORE_MEAN: r[N.SCORE_MEAN] + 0.05 * r["step"]} for r in flat]
     assert never(rules.get("length_at_cap"), rising)
@@ -260,14 +291,74 @@ def test_constant_advantage_spares_saturation_but_not_a_run_dead_at_any_level() 
     )
     assert never(rules.get("constant_advantage"), solved)
     assert first(rules.get("constant_advantage", saturation=None), solved).step == 11
-    # issue 18: every group's rewards equal from the start, the score pinned at 0.5
+    # issue 18: every group's rewards equal from the start, the score pinned at 0.5. No
+    # step before the streak tells the run's own rate (any rate is allowed): the criterion's
+    # dead run decides, once 80% of the first 20 steps are certain (step 16); with sixteen
+    # groups a step (15 of 16 alike) the streak is rare even at a rate of 0.9: step 11
     for level in (0.5, 0.0, -7.0, 3.0):
         pinned = [
             {"step": s, N.ZERO_ADV_FRAC: 1.0, N.SCORE_MEAN: level, N.SCORE_STD: 0.5}
-            for s in range(1, 12)
+            for s in range(1, 22)
         ]
         d = first(rules.get("constant_advantage"), pinned)
-        assert (d.step, d.evidence["score"]) == (3, level)
+        assert (d.step, d.evidence["score"], d.evidence["dead_share"]) == (16, level, 0.8)
+        sixteen = [{**r, N.ZERO_ADV_FRAC: 15 / 16} for r in pinned]
+        d = first(rules.get("constant_advantage"), sixteen)
+        assert (d.step, d.evidence["score"], d.evidence["groups"]) == (11, level, 16)
+
+
+def _groups_alike(rng: random.Random, groups: int, rate: float, steps: int) -> list[Row]:
+    """A run of ``groups`` groups a step, each all alike with probability ``rate``."""
+    rows = []
+    for s in range(1, steps + 1):
+        alike = sum(rng.random() < rate for _ in range(groups))
+        rows.append({"step": s, N.ZERO_ADV_FRAC: alike / groups, N.SCORE_MEAN: 0.3,
+                     N.SCORE_STD: 0.4})  # fmt: skip
+    return rows
+
+
+def test_constant_advantage_small_batches_need_a_streak_chance_rarely_makes() -> None:
+    """Issue 37: with two groups a step, two steps in a row of every group alike happen by
+    chance early in a healthy run; the fixed streak of 2 stopped such runs before step
+    10. The streak needed is the one chance would rarely produce at the run's own early
+    rate (t * q^n <= 0.01), so the same runs go on, and a run dead from the start is still
+    stopped inside its first 20 steps, by the criterion's dead share."""
+    rule, fixed = rules.get("constant_advantage"), rules.get("constant_advantage", chance=None)
+    stopped_fixed = stopped = 0
+    for seed in range(40):
+        run = _groups_alike(random.Random(seed), groups=2, rate=0.5, steps=60)
+        stopped_fixed += stop_of(fixed, run) is not None
+        d = stop_of(rule, run)
+        if d is not None:
+            stopped += 1
+            g, q, n = d.evidence["groups"], float(d.evidence["step_chance"]), int(d.evidence["k"])
+            assert g == 2 and d.step * q**n <= 0.01 < d.step * q ** (n - 1)
+    assert stopped_fixed >= 30  # two all-alike steps in a row: most runs of 60 steps
+    assert stopped <= 2  # a streak chance rarely makes: about one run in a hundred
+    # dead from the start, two groups a step: the uniform prior's rate, q = 1/4
+    dead = [{"step": s, N.ZERO_ADV_FRAC: 1.0 if s > 1 else 0.5, N.SCORE_MEAN: 0.0}
+            for s in range(1, 30)]  # fmt: skip
+    d = stop_of(rule, dead)
+    assert d is not None and d.evidence["dead_share"] == 0.8 and d.step <= 20
+    assert stop_of(fixed, dead) is not None and stop_of(fixed, dead).step == 3  # type: ignore[union-attr]
+    # many groups a step keep the fixed streak: the chance of all alike is negligible
+    many = [{**r, N.ZERO_ADV_FRAC: 15 / 16 if r["step"] > 1 else 7 / 16} for r in dead]
+    assert stop_of(rule, many).step == stop_of(fixed, many).step  # type: ignore[union-attr]
+
+
+def test_constant_advantage_a_run_dead_on_most_of_its_first_steps_is_stopped() -> None:
+    """The corpus criterion's dead run: all alike on at least 80% of the first 20 trainer
+    steps, stopped once that is certain, whatever the streaks (real corpus: tkg-llama31-8b,
+    16 of its first 20 steps all alike, never ten in a row)."""
+    pattern = [s % 5 == 0 for s in range(1, 41)]  # one step in five with a spread
+    run = [{"step": s, N.SCORE_MEAN: 0.1 if varied else 0.0, N.SCORE_MIN: 0.0,
+            N.SCORE_MAX: 1.0 if varied else 0.0} for s, varied in enumerate(pattern, 1)]  # fmt: skip
+    d = stop_of(rules.get("constant_advantage"), run)
+    assert d is not None and d.step <= 20 and d.evidence["dead_share"] == 0.8
+    assert stop_of(rules.get("constant_advantage", dead_share=None), run) is None
+    # alike on 3 steps in 5 only: not dead
+    fewer = [{**r, N.SCORE_MAX: 1.0 if r["step"] % 5 in (1, 3) else 0.0} for r in run]
+    assert stop_of(rules.get("constant_advantage"), fewer) is None
 
 
 def test_constant_advantage_a_run_whose_groups_never_varied_is_not_saturated() -> None:
@@ -436,7 +527,9 @@ def test_streak_rules_respect_grace(name: str, grace: int) -> None:
     row, ctl_row = CROSSING[name]
     hist = [{"step": s, **row} for s in range(1, 12)]
     ctl = None if ctl_row is None else [{"step": s, **ctl_row} for s in range(1, 12)]
-    extra = {"baseline_steps": None} if name == "ess_collapse" else {}  # crossing from step 1
+    extra: dict[str, Any] = {"baseline_steps": None} if name == "ess_collapse" else {}
+    if name == "constant_advantage":
+        extra = {"chance": None}  # the fixed streak k: a small batch's chance tested apart
     r = rules.get(name, grace=grace, k=2, **extra)
     assert first(r, hist, ctl).step == max(grace + 1, 2)
     default = rules.get(name, **extra)
@@ -535,10 +628,11 @@ def test_build_from_yaml_settings() -> None:
 
 
 def test_ruleset_stops_first_and_selects() -> None:
-    hist = [
-        {"step": s, N.SCORE_MEAN: -0.1, N.ZERO_ADV_FRAC: 1.0, N.PROBS_DIFF_MEAN: 0.6}
+    hist = [  # sixteen groups a step, 7 then 15 alike: the streak needs k = 2
+        {"step": s, N.SCORE_MEAN: -0.1, N.ZERO_ADV_FRAC: 15 / 16 if s > 1 else 7 / 16,
+         N.PROBS_DIFF_MEAN: 0.6}
         for s in (1, 2, 3)
-    ]
+    ]  # fmt: skip
     ctl = [{"step": 1, N.PROBS_DIFF_MEAN: 0.0}]
     rs = rules.build()
     assert [d.action for d in rs.evaluate(hist[:1], ctl)] == ["warn"]
