@@ -33,6 +33,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import platform
+import random
 import statistics
 import sys
 import time
@@ -47,6 +48,8 @@ from correction import names as N  # noqa: E402
 
 OUT = ROOT / "bench" / "results" / "real_model_bench.md"
 SECTIONS = {
+    "start": "### Where the dense policy starts: task and worked examples",
+    "screen": "### Screening runs (the dense control's settings)",
     "codecs": "### What each codec does to SmolLM2 at step 1",
     "doors": "### The same run through both doors",
     "sweep": "### The paired sweep",
@@ -76,6 +79,95 @@ def step1_batch(threads: int, tasks: int, seed: int) -> tuple[Any, Any, Any]:
                     temperature=cfg.temperature, seed=cfg.seed * 100_003 + 1, fmt=run.fmt)  # fmt: skip
     rows = build_rows(trajs, torch.zeros(len(trajs)))
     return run, trajs, rows
+
+
+def start_part(threads: int) -> list[str]:
+    """The dense policy's step-1 episodes per task and number of worked examples."""
+    from workers import envs, formats
+    from workers.rollout import rollout
+
+    run, _, _ = step1_batch(threads, 1, seed=0)  # the model and its sampler
+    cfg = run.cfg
+    lines = [
+        f"The smollm2 preset's dense policy ({cfg.sampler_dtype} sampler, temperature "
+        f"{cfg.temperature:g}, budget {cfg.token_budget} tokens an action, up to "
+        f"{cfg.max_interactions} actions), 8 tasks x 4 episodes (seed 0) per row, no update. "
+        "Score: the mean reward (1 right, 0 wrong, -0.1 an action that does not parse).",
+        "",
+        "| task | worked examples | prompt tokens | score | success | tool calls / episode "
+        "| episodes with a failed parse | actions cut at the budget |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for name in ("mul", "mul_chain"):
+        env = envs.get(name)
+        for shots in range(4):
+            fmt = formats.make(run.tokenizer, env, shots)
+            rng = random.Random(cfg.seed)
+            picks = [env.sample_task(rng) for _ in range(8)]
+            trajs = rollout(env, picks, 4, run.sampler, run.tokenizer,
+                            max_interactions=cfg.max_interactions, token_budget=cfg.token_budget,
+                            temperature=cfg.temperature, seed=1, fmt=fmt)  # fmt: skip
+            n, rows = len(trajs), [r for t in trajs for r in t.rows]
+            lines.append(
+                f"| {name} | {shots} | {len(fmt.start(picks[0]))} | "
+                f"{sum(t.reward for t in trajs) / n:+.2f} | {sum(t.success for t in trajs) / n:.2f} | "
+                f"{sum(t.tool_calls for t in trajs) / n:.2f} | "
+                f"{sum(t.reward < 0 for t in trajs) / n:.2f} | "
+                f"{sum(r.truncated for r in rows)} of {len(rows)} |"
+            )
+            print(f"[real_model_bench] start: {lines[-1]}", flush=True)
+    return lines
+
+
+def screen_part(overrides: list[str], steps: int, threads: int, old: str | None) -> list[str]:
+    """One run of the smollm2 preset with ``overrides`` (``key=value``); its row is added
+    to the rows earlier screens left in the section."""
+    import yaml
+
+    from workers import RunConfig, train
+
+    over = {k: yaml.safe_load(v) for k, _, v in (o.partition("=") for o in overrides)}
+    cfg = RunConfig.preset("smollm2", steps=steps, num_threads=threads, **over)
+    score, ent, t0 = [], [], time.perf_counter()
+    for res in train(cfg):
+        score.append(res.metrics[N.SCORE_MEAN])
+        ent.append(res.metrics[N.ENTROPY])
+        print(
+            f"[real_model_bench] screen {overrides} step {res.step}: {score[-1]:+.3f}", flush=True
+        )
+    key = "`" + (" ".join(overrides) or "(the preset)") + "`"
+    row = (f"| {key} | {' '.join(f'{v:+.2f}' for v in score)} | {ent[0]:.2f} -> {ent[-1]:.2f} "
+           f"| {(time.perf_counter() - t0) / len(score):.0f} s |")  # fmt: skip
+    rows = [ln for ln in (old or "").splitlines() if ln.startswith("| `")]
+    rows = [r for r in rows if not r.startswith(f"| {key} |")] + [row]
+    return [
+        f"Dense control runs of the smollm2 preset with the settings shown changed (seed 0, "
+        f"{threads} torch thread(s); `--screen KEY=VALUE ... --screen-steps N`), rows kept "
+        "from earlier screens: the score of each step's 32 episodes, the trainer's entropy on "
+        "them (first -> last step), seconds a step.",
+        "",
+        "| settings | score by step | entropy | step |",
+        "|---|---|---|---|",
+        *rows,
+    ]
+
+
+def midpoints(model: Any) -> str:
+    """How many weights are bfloat16 numbers, or sit exactly on a bf16 rounding midpoint."""
+    import torch
+
+    n = exact = mid = 0
+    for p in model.parameters():
+        low = p.detach().float().contiguous().view(torch.int32) & 0xFFFF  # bits bf16 drops
+        exact += int((low == 0).sum())
+        mid += int((low == 0x8000).sum())
+        n += low.numel()
+    return (
+        f"The float32 weights themselves (the Q4_1 file dequantized): {exact / n:.1%} are "
+        f"bfloat16 numbers and {mid / n:.1%} sit exactly on a bfloat16 rounding midpoint "
+        "(the 16 bits bfloat16 drops are 0x8000), so a bfloat16 copy of them moves by a "
+        "full ulp, up or down, with the sign of the first update."
+    )
 
 
 def codecs_part(threads: int, tasks: int) -> list[str]:
@@ -119,7 +211,7 @@ def codecs_part(threads: int, tasks: int) -> list[str]:
             f"{f(N.tail('post_tool', 'p95'))} | {f(N.ABS_LOG_RATIO_MEAN)} |"
         )
         print(f"[real_model_bench] codec {label}: {lines[-1]}", flush=True)
-    lines += ["", *outliers(model, trajs, dev), ""]
+    lines += ["", *outliers(model, trajs, dev), "", midpoints(model), ""]
     return lines
 
 
@@ -371,7 +463,11 @@ def sweep_part(work: Path) -> list[str]:
     return lines
 
 
-def run_part(part: str, args: argparse.Namespace) -> list[str]:
+def run_part(part: str, args: argparse.Namespace, old: str | None) -> list[str]:
+    if part == "start":
+        return start_part(args.threads)
+    if part == "screen":
+        return screen_part(args.screen or [], args.screen_steps, args.threads, old)
     if part == "codecs":
         return codecs_part(args.threads, args.tasks)
     if part == "doors":
@@ -385,30 +481,37 @@ def run_part(part: str, args: argparse.Namespace) -> list[str]:
 def main() -> int:
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     for part in SECTIONS:
-        ap.add_argument(f"--{part}", action="store_true", help=f"the {part} part")
+        if part != "screen":
+            ap.add_argument(f"--{part}", action="store_true", help=f"the {part} part")
+    ap.add_argument("--screen", nargs="*", default=None, metavar="KEY=VALUE",
+                    help="a dense run of the preset with these settings changed")  # fmt: skip
+    ap.add_argument("--screen-steps", type=int, default=12)
     ap.add_argument("--threads", type=int, default=2, help="torch threads (codecs, doors)")
     ap.add_argument("--tasks", type=int, default=16, help="tasks in the codecs' batch (x 4)")
     ap.add_argument("--out", type=Path, default=OUT)
     args = ap.parse_args()
-    chosen = [p for p in SECTIONS if getattr(args, p)] or list(SECTIONS)
+    chosen = [p for p in SECTIONS if getattr(args, p) not in (None, False)]
+    chosen = chosen or [p for p in SECTIONS if p != "screen"]
     old = args.out.read_text().split("\n### ") if args.out.is_file() else []
     kept = {s.split("\n", 1)[0]: "### " + s for s in old[1:]}
     t0 = time.perf_counter()
     for part in chosen:
-        body = run_part(part, args)
-        kept[SECTIONS[part][4:]] = "\n".join([SECTIONS[part], "", *body])
+        body = run_part(part, args, kept.get(SECTIONS[part][4:]))
+        when = f"Ran {dt.date.today().isoformat()}: `bench/real_model_bench.py --{part}`."
+        kept[SECTIONS[part][4:]] = "\n".join([SECTIONS[part], "", when, "", *body])
     head = [
         "## The seed's experiment on a real pretrained model (`bench/real_model_bench.py`)",
         "",
         f"Machine: {machine_line()}, Python {platform.python_version()}; "
-        f"{dt.date.today().isoformat()}. Command: `.venv/bin/python bench/real_model_bench.py"
-        f"{''.join(' --' + p for p in chosen)}` ({time.perf_counter() - t0:.0f} s).",
+        f"{dt.date.today().isoformat()}. Last command: `.venv/bin/python "
+        f"bench/real_model_bench.py{''.join(' --' + p for p in chosen)}` "
+        f"({time.perf_counter() - t0:.0f} s); each section says what it ran.",
         "",
     ]
     text = (
         "\n".join(head)
         + "\n"
-        + "\n".join(kept[SECTIONS[p][4:]] for p in SECTIONS if SECTIONS[p][4:] in kept)
+        + "\n\n".join(kept[SECTIONS[p][4:]].rstrip() for p in SECTIONS if SECTIONS[p][4:] in kept)
     )
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(text.rstrip() + "\n")

@@ -30,6 +30,7 @@ ORDER = [
     "checkpoint_bench",
     "sweep_bench",
     "trl_gap_bench",
+    "real_model_bench",
     "ground_truth",
     "calibrate_rules",
     "detection_bench",

@@ -24,9 +24,9 @@ with this script's ``--lr``).
 
 With ``--model smollm2-135m`` (a real pretrained instruct model from a registry package,
 ``workers.pretrained``) or a local HF directory, the settings are the built-in worker's
-``smollm2`` preset (``workers/config.py``): ``mul`` in the model's chat template with two
-worked examples, 8 tasks x 4 episodes a step, one optimizer step per generation batch, lr
-1e-6 without warm-up, no KL anchor, only the top 6 decoder layers trained. With
+``smollm2`` preset (``workers/config.py``: the task, its worked examples, the budgets, the
+sampler's dtype, the learning rate, the KL anchor, the PPO ratio's denominator, the
+trained layers), with one optimizer step per generation batch as the preset takes. With
 ``--no-shuffle`` step 1 plays the very episodes the built-in worker's step 1 plays.
 
     python examples/trl_gap.py --seed 0 --steps 30                       # dense, ./gapwatch.db
@@ -67,7 +67,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--lr", type=float, default=None, help="3e-4 (tiny), the preset's (else)")
     ap.add_argument("--beta", type=float, default=None, help="k3 anchor to the initial policy")
     ap.add_argument("--no-shuffle", action="store_true", help="tasks in the dataset's order")
-    ap.add_argument("--sampler-dtype", default="bfloat16", help="float32 for an exact dense match")
+    ap.add_argument(
+        "--sampler-dtype", default=None,
+        help="the preset's by default (tiny: bfloat16, smollm2: float32); float32 for an exact dense match",
+    )  # fmt: skip
     ap.add_argument("--threads", type=int, default=1, help="torch threads")
     ap.add_argument("--out", default="trl-out", help="TRL's output_dir")
     ap.add_argument(
@@ -110,12 +113,9 @@ def build(args: argparse.Namespace) -> tuple[Any, Any]:
     # the dense control is labelled with the sweep's placeholders too: no strength for none
     strength = {k: v for k, v in given if v is not None and args.codec != "none"}
     corr = {"C": args.C} if args.C is not None else {}
-    from gapwatch.integrations.trl import GapConfig, GapGRPOTrainer  # needs TRL
-
-    gap = GapConfig(codec=args.codec, codec_kwargs=strength, correction=args.correction,
-                    correction_kwargs=corr)  # fmt: skip
     from trl import GRPOConfig
 
+    from gapwatch.integrations.trl import GapConfig, GapGRPOTrainer  # needs TRL
     from gapwatch.integrations.trl_episodes import ToolEpisodes, episode_reward
 
     torch.set_num_threads(args.threads)
@@ -127,12 +127,15 @@ def build(args: argparse.Namespace) -> tuple[Any, Any]:
     else:  # a real model: the built-in worker's smollm2 preset's settings
         rc = RunConfig.preset("smollm2", model=args.model, env=args.env, seed=args.seed)
         path = source_dir(args.model)
+    # the PPO ratio's denominator as the built-in worker's preset has it
+    gap = GapConfig(codec=args.codec, codec_kwargs=strength, correction=args.correction,
+                    correction_kwargs=corr, old_logprobs=rc.old_logprobs)  # fmt: skip
     tok = AutoTokenizer.from_pretrained(path, local_files_only=True)
     model = AutoModelForCausalLM.from_pretrained(path, local_files_only=True)
     episodes = ToolEpisodes(
         model, tok, env=args.env, max_interactions=rc.max_interactions,
         token_budget=rc.token_budget, temperature=rc.temperature,
-        sampler_dtype=args.sampler_dtype, seed=args.seed, shots=rc.shots,
+        sampler_dtype=args.sampler_dtype or rc.sampler_dtype, seed=args.seed, shots=rc.shots,
     )  # fmt: skip
     if rc.train_layers is not None:  # after the sampler's copy; TRL's optimizer skips frozen
         freeze_below(model, rc.train_layers)

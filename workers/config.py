@@ -96,8 +96,27 @@ PRESETS: Final[dict[str, dict[str, Any]]] = {
         "drift_reference": False,
     },
     # A real pretrained model on CPU: SmolLM2-135M-Instruct (workers.pretrained) on mul in
-    # its chat template with two worked examples (workers.formats). Chosen by measurement
-    # (bench/real_model_bench.py): see SMOLLM2 below.
+    # its chat template with two worked examples (workers.formats). Each choice by
+    # measurement, `bench/real_model_bench.py` (AMD EPYC, 1 thread, seed 0):
+    # - mul with 2 examples starts the dense policy at 0.38-0.44 (its 32 episodes of step 1;
+    #   --start: 0 or 1 example: no action parses; 3: 0.68; mul_chain: at most 0 with 3);
+    # - the budget: an action is 10-13 tokens; 24 cuts 1 in 47 at the start;
+    # - a float32 sampler: 8% of the dequantized weights sit exactly on a bfloat16 rounding
+    #   midpoint (--codecs), so a bfloat16 copy rounds each of them up or down by the sign of
+    #   the first update, a full ulp, many times the update itself: one step of every layer
+    #   at lr 1e-6 took a bf16 sampler's score from 0.44 to 0.91, a float32 one's barely
+    #   (--screen sampler_dtype=bfloat16 train_layers=null lr=1e-6, and the same in float32);
+    # - the top 6 of 30 layers trained at lr 2e-5, one update a step, no KL anchor: the
+    #   control rises from 0.38 to 0.77-0.90 by steps 7-10 (--screen); at lr 1e-6 it
+    #   wandered at 0.35-0.61 for 12 steps; training every layer costs 1.7x a step;
+    # - the PPO ratio against the trainer's own log-probs before the update (verl's
+    #   decoupled mode, the large preset's): the gap enters the loss through the correction
+    #   weights only. Against the sampler's (the quick preset's bypass mode) the clip holds
+    #   most of the strong codec's tokens, and its run stalled at its start (0.2-0.6 for 15
+    #   steps) whatever the correction; in this mode it learns, slower than the control
+    #   (--screen);
+    # - 8 tasks x 4 a step, 15 steps: about 30 s a step on one core, so the 5-trial sweep,
+    #   2 trials at a time, fits the bench's hour with and without stops.
     "smollm2": {
         "model": "smollm2-135m",
         "env": "mul",
@@ -108,10 +127,12 @@ PRESETS: Final[dict[str, dict[str, Any]]] = {
         "group_size": 4,
         "steps": 15,
         "warm_start_steps": 0,
-        "lr": 1e-6,
+        "sampler_dtype": "float32",
+        "lr": 2e-5,
         "lr_warmup_steps": 0,
         "kl_coef": 0.0,
         "drift_reference": False,
+        "old_logprobs": "trainer",
         "minibatches": 1,
         "train_layers": 6,
     },

@@ -270,3 +270,58 @@ def test_micro_batches_give_the_same_update() -> None:
         ga, gb = pa[n], pb[n]
         assert ga is not None and gb is not None
         assert torch.allclose(ga, gb, rtol=1e-4, atol=1e-6), n
+
+
+def test_a_shared_prefix_read_once_gives_the_same_logps_and_samples() -> None:
+    """Worked examples every history shares are read once (their KV cache repeated), in
+    the sampler and the trainer: the same tokens, the same log-probs, up to float
+    summation order (float32 on both sides here)."""
+    from workers import formats
+
+    cfg = small(sampler_dtype="float32")
+    model, tok = load_policy(cfg)
+    sampler = make_sampler(model, tok, cfg)
+    env = envs.get(cfg.env)
+    fmt = formats.make(tok, env, shots=2)
+    assert fmt.shared > 20
+    rng = random.Random(5)
+    tasks = [env.sample_task(rng) for _ in range(3)]
+    prompts = [fmt.start(t) for t in tasks]
+    once = sampler.generate(prompts, max_new_tokens=20, temperature=1.0, seed=3,
+                            shared=fmt.shared)  # fmt: skip
+    whole = sampler.generate(prompts, max_new_tokens=20, temperature=1.0, seed=3)
+    for a, b in zip(once, whole, strict=True):
+        assert a.ids == b.ids and a.truncated == b.truncated
+        assert a.logps == pytest.approx(b.logps, abs=1e-4)
+    trajs = rollout(env, tasks, 2, sampler, tok, max_interactions=3, token_budget=48,
+                    temperature=1.0, seed=1, fmt=fmt)  # fmt: skip
+    assert all(t.shared == fmt.shared for t in trajs)
+    with torch.no_grad():
+        shared, ent_s = token_logps(model, trajs, 0, 1.0, torch.device("cpu"))
+        for t in trajs:
+            t.shared = 0
+        full, ent_f = token_logps(model, trajs, 0, 1.0, torch.device("cpu"))
+    first = min(t.rows[0].start for t in trajs) - 1
+    assert torch.allclose(shared[:, first:], full[:, first:], atol=1e-4)
+    assert ent_s is not None and ent_f is not None
+    assert torch.allclose(ent_s[:, first:], ent_f[:, first:], atol=1e-4)
+    assert not shared[:, :first].any()  # no logits made for the prompt
+
+
+def test_train_layers_trains_the_top_layers_only() -> None:
+    from workers.loop import freeze_below
+
+    cfg = small(train_layers=1, minibatches=1)
+    model, tok = load_policy(cfg)
+    sampler = make_sampler(model, tok, cfg)
+    trajs = _rollout(cfg, sampler, tok, tasks=4, seed=2)
+    for i, t in enumerate(trajs):
+        t.reward = float(i % 2)
+    rows = build_rows(trajs, group_advantages(torch.tensor([t.reward for t in trajs]), 4, 1e-6))
+    before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    Trainer(cfg, model, int(tok.pad_token_id)).step(trajs, rows, torch.Generator().manual_seed(0))
+    moved = {n for n, p in model.named_parameters() if not torch.equal(before[n], p.detach())}
+    top = len(model.model.layers) - 1
+    assert moved and all(n.startswith((f"model.layers.{top}.", "model.norm.")) for n in moved)
+    with pytest.raises(ValueError, match="train_layers must be 1..4"):
+        freeze_below(model, 5)
