@@ -46,10 +46,10 @@ demo: $(STAMP)
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
-	$(VENV)/bin/lint-imports --no-cache
+	$(PY) tools/import_tree.py lint-imports --no-cache
 
 typecheck: $(STAMP)
-	$(VENV)/bin/mypy
+	$(PY) tools/import_tree.py mypy -p gapwatch -p tools
 
 pytest: $(STAMP) browser
 	$(PY) -m pytest -q -m "not long" --durations=20

@@ -52,9 +52,9 @@ def main() -> int:
     import torch
 
     torch.set_num_threads(args.threads)
-    from workers import RunConfig, envs, samplers
-    from workers import model as M
-    from workers.probe import measure
+    from gapwatch.workers import RunConfig, envs, samplers
+    from gapwatch.workers import model as M
+    from gapwatch.workers.probe import measure
 
     out = args.out or M.ASSETS / args.preset
     cfg = RunConfig.preset(args.preset)

@@ -19,8 +19,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from correction import names as N  # noqa: E402
-from store import open_store  # noqa: E402
+from gapwatch.correction import names as N  # noqa: E402
+from gapwatch.store import open_store  # noqa: E402
 
 
 def _series(st: Any, run_id: int, name: str) -> tuple[list[int], list[float]]:

@@ -33,10 +33,9 @@ from pathlib import Path
 import numpy as np
 import torch
 from _machine import machine as machine_line  # noqa: E402  (bench/ is on sys.path as a script)
-
-from correction import diagnostics, strategies
-from correction import names as N
-from correction.sketch import LogSketch
+from gapwatch.correction import diagnostics, strategies
+from gapwatch.correction import names as N
+from gapwatch.correction.sketch import LogSketch
 
 B, T = 1024, 1024
 TARGET_MS = 60.0

@@ -26,10 +26,9 @@ from pathlib import Path
 
 import torch
 from _machine import bf16_flags, machine  # noqa: E402  (bench/ is on sys.path as a script)
-
-from correction import names as N
-from workers import RunConfig, train
-from workers.model import ensure_warm_start
+from gapwatch.correction import names as N
+from gapwatch.workers import RunConfig, train
+from gapwatch.workers.model import ensure_warm_start
 
 OUT = Path(__file__).resolve().parent / "results" / "cpu_bench.md"
 

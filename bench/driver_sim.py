@@ -111,13 +111,13 @@ def simulate(
 
     ``outage``: (start s, length s, go, back): ``go()`` at ``start`` s into the run,
     ``back()`` ``length`` s later (from a timer thread, as an operator would)."""
-    from orchestrator import rules
-    from orchestrator.sweep.config import parse_sweep_config
-    from orchestrator.sweep.monitor import Monitor
-    from orchestrator.sweep.recorder import Recorder
-    from orchestrator.sweep.trainable import DISTS_KEY, METRICS_KEY, STEP_KEY, TRIAL_KEY
-    from orchestrator.sweep.writer import ThreadWriter
-    from store import Store, open_store
+    from gapwatch.orchestrator import rules
+    from gapwatch.orchestrator.sweep.config import parse_sweep_config
+    from gapwatch.orchestrator.sweep.monitor import Monitor
+    from gapwatch.orchestrator.sweep.recorder import Recorder
+    from gapwatch.orchestrator.sweep.trainable import DISTS_KEY, METRICS_KEY, STEP_KEY, TRIAL_KEY
+    from gapwatch.orchestrator.sweep.writer import ThreadWriter
+    from gapwatch.store import Store, open_store
 
     _pin_one_core()
     seeds = max(1, trials // 5)

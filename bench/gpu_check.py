@@ -61,10 +61,11 @@ dependencies are there too."""
 NO_DEPS: tuple[str, ...] = ()
 """Wheels carried without their dependencies (none now: verl, whose full set of Ray, Hydra
 and W&B cannot travel, is not carried; its DataProto's TensorDict is)."""
-OWN_PACKAGES = ("gapwatch", "orchestrator", "workers", "correction", "store", "ui", "bench")
+OWN_PACKAGES = ("gapwatch", "bench")
 WORKER_PATH = (
-    "workers", "workers.config", "workers.loop", "workers.model", "workers.samplers",
-    "workers.devices", "correction.diagnostics", "correction.strategies", "transformers",
+    "gapwatch.workers", "gapwatch.workers.config", "gapwatch.workers.loop",
+    "gapwatch.workers.model", "gapwatch.workers.samplers", "gapwatch.workers.devices",
+    "gapwatch.correction.diagnostics", "gapwatch.correction.strategies", "transformers",
 )  # fmt: skip
 """Modules the check imports on the GPU machine (``run`` and the GPU tests)."""
 
@@ -364,8 +365,8 @@ def phase_configs(
     phase: str, *, device: str, steps: int | None, model_dir: str, shrink: bool
 ) -> dict[str, Any]:
     """The validated ``RunConfig`` of each mode of ``phase``."""
-    from workers import RunConfig
-    from workers.config import QUICK_CODEC
+    from gapwatch.workers import RunConfig
+    from gapwatch.workers.config import QUICK_CODEC
 
     base: dict[str, Any] = {"seed": 0, "device": device, "steps": steps or STEPS[phase]}
     if phase == "quick":
@@ -396,9 +397,8 @@ def _has_vllm() -> bool:
 
 def large_config(shrink: bool) -> Any:
     """The large phase's ``LlamaConfig`` over the built-in character tokenizer."""
+    from gapwatch.workers.model import CHARS, SPECIALS
     from transformers import LlamaConfig
-
-    from workers.model import CHARS, SPECIALS
 
     arch = SHRUNK_ARCH if shrink else LARGE_ARCH
     return LlamaConfig(
@@ -420,9 +420,8 @@ def param_count(shrink: bool) -> int:
 def build_large(work: Path, device: str, shrink: bool) -> Path:
     """Save a randomly initialised large-phase model and the tokenizer to ``work``."""
     import torch
+    from gapwatch.workers.model import build_tokenizer
     from transformers import LlamaForCausalLM
-
-    from workers.model import build_tokenizer
 
     path = work / ("llama-shrunk" if shrink else "llama-300m")
     if (path / "config.json").is_file():
@@ -474,8 +473,7 @@ def run_one(phase: str, mode: str, cfg: Any, out: Path, deadline: float) -> dict
     """Train ``cfg`` until its steps are done or ``deadline`` (monotonic) has passed,
     writing each step as it comes; the run's summary."""
     import torch
-
-    from workers import train
+    from gapwatch.workers import train
 
     cuda = cfg.device.startswith("cuda")
     if cuda:
@@ -521,10 +519,9 @@ def run_one(phase: str, mode: str, cfg: Any, out: Path, deadline: float) -> dict
 
 def run_phase(args: argparse.Namespace) -> int:
     """``run PHASE``: the phase's dense and compressed runs, within ``--soft-s`` seconds."""
+    from gapwatch.workers import devices
+    from gapwatch.workers.model import ensure_warm_start
     from transformers.utils import logging as hf_logging
-
-    from workers import devices
-    from workers.model import ensure_warm_start
 
     hf_logging.disable_progress_bar()  # a bar per save or load is noise in the logs
     out = Path(args.out)
@@ -540,7 +537,7 @@ def run_phase(args: argparse.Namespace) -> int:
             model_dir = str(build_large(work, args.device, args.shrink))
             setup["params"] = param_count(args.shrink)
         if args.phase == "smollm2":
-            from workers import pretrained
+            from gapwatch.workers import pretrained
 
             try:
                 model_dir = str(pretrained.ensure("smollm2-135m"))  # converted on this machine
@@ -637,7 +634,7 @@ def _pytest_counts(path: Path) -> dict[str, Any] | None:
 
 def summarize(out: Path, reference: Path | None) -> dict[str, Any]:
     """The check's results from what the steps left in ``out``."""
-    from correction import names as N
+    from gapwatch.correction import names as N
 
     ref = json.loads(reference.read_text()) if reference and reference.is_file() else {}
     runs, checks = [], []
@@ -759,8 +756,7 @@ def write_reference(out: Path, command: str) -> dict[str, Any]:
     import datetime as dt
 
     from _machine import machine  # bench/ is on sys.path as a script
-
-    from correction import names as N
+    from gapwatch.correction import names as N
 
     ref: dict[str, Any] = {
         "machine": machine(), "command": command, "date": dt.date.today().isoformat(),

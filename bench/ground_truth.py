@@ -47,8 +47,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from _machine import machine  # noqa: E402  (bench/ is on sys.path as a script)
-
-from correction import names as N  # noqa: E402
+from gapwatch.correction import names as N  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results"
 SCORE = N.SCORE_MEAN
@@ -188,7 +187,7 @@ def compact(v: float) -> float | None:
 
 def run_one(spec: Spec, grid: Grid, out: Path, gz: bool) -> tuple[str, float]:
     """Train one run to its last step, writing each step's metrics as it comes."""
-    from workers import RunConfig, train
+    from gapwatch.workers import RunConfig, train
 
     cfg = RunConfig.from_dict(spec.config(grid))
     t0 = time.perf_counter()
@@ -209,9 +208,8 @@ def run_one(spec: Spec, grid: Grid, out: Path, gz: bool) -> tuple[str, float]:
 def run_grid(grid: Grid, out: Path, workers: int, gz: bool) -> dict[str, float]:
     """Run every spec that has no history file yet; returns wall seconds per run."""
     import torch
-
-    from workers import RunConfig
-    from workers.model import ensure_warm_start
+    from gapwatch.workers import RunConfig
+    from gapwatch.workers.model import ensure_warm_start
 
     out.mkdir(parents=True, exist_ok=True)
     todo = [s for s in specs(grid) if history_file(out, s.run) is None]

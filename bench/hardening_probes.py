@@ -4,10 +4,11 @@ whether a traceback showed, and whether recorded data was kept.
     .venv/bin/python bench/hardening_probes.py                      # this checkout
     .venv/bin/python bench/hardening_probes.py --tree ../old --label before
 
-Each probe runs the checkout's own CLI (``python -c 'from orchestrator.cli import main;
+Each probe runs the checkout's own CLI (``python -c 'from gapwatch.orchestrator.cli import main;
 main()'`` with the checkout first on ``sys.path``) or its sweep config loader in a
 subprocess, in a fresh temporary folder. Run it on an old commit (``git worktree add
-../old <rev>``) and on this one to get the before/after table; the UI probes (markdown in
+../old <rev>``) and on this one to get the before/after table (a tree from before the
+gapwatch.* import names needs the probes of its own commit); the UI probes (markdown in
 names and URL parameters, ``points=99999999``) and the secrets in Tune's state are
 checked by tests (tests/ui, tests/orchestrator/test_hardening.py), not here.
 """
@@ -25,10 +26,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-CLI = "import sys; from orchestrator.cli import main; sys.argv[0] = 'gapwatch'; main()"
+CLI = "import sys; from gapwatch.orchestrator.cli import main; sys.argv[0] = 'gapwatch'; main()"
 LOAD = """
 import sys
-from orchestrator.sweep.config import load_sweep_config
+from gapwatch.orchestrator.sweep.config import load_sweep_config
 try:
     load_sweep_config(sys.argv[1])
 except Exception as e:
@@ -244,7 +245,7 @@ def run(tree: Path) -> list[dict[str, str]]:
 
 MAKE_STORE = """
 import sys
-from store import open_store
+from gapwatch.store import open_store
 st = open_store(f"sqlite:///{sys.argv[1]}")
 sid = st.ensure_sweep("probe", "name: probe\\n")
 rid = st.ensure_run(sid, "t", role="control", pair_key="p", seed=0, compression="none",

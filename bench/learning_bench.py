@@ -91,8 +91,8 @@ def config(
     steps: int,
     sets: dict[str, Any] | None = None,
 ) -> Any:
-    from workers import RunConfig
-    from workers.config import QUICK_CODEC
+    from gapwatch.workers import RunConfig
+    from gapwatch.workers.config import QUICK_CODEC
 
     over: dict[str, Any] = {**(sets or {}), "seed": seed, "num_threads": threads}
     if compressed:
@@ -112,7 +112,7 @@ def run_one(
     sets: dict[str, Any] | None = None,
 ) -> tuple[int, int, bool, list[dict[str, float]], float]:
     """One run of the preset; its rows and wall seconds."""
-    from workers import train
+    from gapwatch.workers import train
 
     cfg = config(preset, seed, threads, compressed, steps, sets)
     t0 = time.perf_counter()
@@ -128,8 +128,7 @@ def run_one(
 def warm_start(preset: str, threads: int, sets: dict[str, Any] | None = None) -> str:
     """Build (or find) the preset's warm start once, before the runs; its line."""
     import torch
-
-    from workers.model import INFO_FILE, ensure_warm_start
+    from gapwatch.workers.model import INFO_FILE, ensure_warm_start
 
     torch.set_num_threads(threads)
     t0 = time.perf_counter()
@@ -183,7 +182,7 @@ def main() -> int:
         args.over = {k: yaml.safe_load(v) for k, _, v in (x.partition("=") for x in args.sets)}
     except yaml.YAMLError as e:
         ap.error(f"--set needs KEY=VALUE: {e}")
-    from workers.config import PRESETS
+    from gapwatch.workers.config import PRESETS
 
     if args.preset not in PRESETS:
         print(f"error: unknown preset {args.preset!r}; valid: {', '.join(PRESETS)}")

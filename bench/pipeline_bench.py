@@ -59,8 +59,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from _machine import machine  # noqa: E402  (bench/ is on sys.path as a script)
-
-from correction import names as N  # noqa: E402
+from gapwatch.correction import names as N  # noqa: E402
 
 OUT = ROOT / "bench" / "results" / "pipeline_bench.md"
 SCALE_OUT = ROOT / "bench" / "results" / "pipeline_bench-scale.md"
@@ -81,8 +80,7 @@ def step_pool(variants: int = 8) -> list[tuple[dict[str, float], dict[str, Any]]
     """Full metric sets and distribution payloads as the worker reports them: the real
     diagnostics and a real correction strategy over synthetic log-probs (B=64, T=24)."""
     import torch
-
-    from correction import diagnostics, strategies
+    from gapwatch.correction import diagnostics, strategies
 
     gen = torch.Generator().manual_seed(0)
     pool = []
@@ -145,7 +143,16 @@ def timed(cmd: list[str], cwd: Path = ROOT) -> tuple[float, float, str]:
 
 
 def replay_cmd(pyexe: str, log: Path, ctl: Path) -> list[str]:
-    return [pyexe, "-m", "orchestrator.cli", "replay", str(log), "--control", str(ctl), "--json"]
+    return [
+        pyexe,
+        "-m",
+        "gapwatch.orchestrator.cli",
+        "replay",
+        str(log),
+        "--control",
+        str(ctl),
+        "--json",
+    ]
 
 
 def bench_replay(steps: int, before: str | None, work: Path) -> list[str]:
@@ -215,12 +222,12 @@ steps, old = int(sys.argv[1]), sys.argv[2] == "old"
 pool = json.loads(open(sys.argv[3]).read())
 K, S, M = "gw_trial", "gw_step", "gw_metrics"
 if old:
-    from orchestrator.tune_parts import Monitor, SweepState, TrialRow
+    from gapwatch.orchestrator.tune_parts import Monitor, SweepState, TrialRow
     state = SweepState(rows={"t": TrialRow(spec={"control_key": "c"}), "c": TrialRow(spec={})})
     make = lambda: Monitor({}, state, None)
 else:
-    from orchestrator import rules
-    from orchestrator.sweep.monitor import Monitor
+    from gapwatch.orchestrator import rules
+    from gapwatch.orchestrator.sweep.monitor import Monitor
     specs = [{"trial_key": "c", "control_key": None}, {"trial_key": "t", "control_key": "c"}]
     make = lambda: Monitor(rules.build({}), specs, None)
 gc.collect(); tracemalloc.start()
@@ -270,9 +277,8 @@ def synthetic_trainable(
     config: dict[str, Any], *, pool: list[Any], steps: int, interval: float
 ) -> None:
     """A trial that reports the worker's full figures every ``interval`` s, no model."""
+    from gapwatch.orchestrator.sweep.trainable import pack
     from ray import tune
-
-    from orchestrator.sweep.trainable import pack
 
     spec = config["spec"]
     key, role = spec["trial_key"], spec["role"]
@@ -321,11 +327,11 @@ class Clock:
 
 
 def bench_driver(trials: int, steps: int, interval: float, work: Path, writer: str) -> list[str]:
-    from orchestrator.sweep.config import parse_sweep_config
-    from orchestrator.sweep.driver import execute_sweep
-    from orchestrator.sweep.monitor import Monitor
-    from orchestrator.sweep.recorder import Recorder
-    from store import Store
+    from gapwatch.orchestrator.sweep.config import parse_sweep_config
+    from gapwatch.orchestrator.sweep.driver import execute_sweep
+    from gapwatch.orchestrator.sweep.monitor import Monitor
+    from gapwatch.orchestrator.sweep.recorder import Recorder
+    from gapwatch.store import Store
 
     # the sweep builds its own Recorder: its writer is chosen through the default
     assert Recorder.__init__.__kwdefaults__ is not None
@@ -502,7 +508,7 @@ def bench_outage(args: argparse.Namespace, work: Path) -> list[str]:
         for kind in kinds:
             url = urls[kind]("outage")
             if kind == "sqlite":
-                from store import open_store
+                from gapwatch.store import open_store
 
                 open_store(url).close()  # the file exists before another process locks it
                 go, back = sqlite_lock(Path(url.removeprefix("sqlite:///")))

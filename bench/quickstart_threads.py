@@ -24,9 +24,8 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 from _machine import machine  # noqa: E402
-
-from orchestrator.sweep.config import load_sweep_config  # noqa: E402
-from orchestrator.sweep.driver import execute_sweep  # noqa: E402
+from gapwatch.orchestrator.sweep.config import load_sweep_config  # noqa: E402
+from gapwatch.orchestrator.sweep.driver import execute_sweep  # noqa: E402
 
 OUT = ROOT / "bench" / "results" / "quickstart_threads.md"
 CONFIG = ROOT / "examples" / "quickstart.yaml"

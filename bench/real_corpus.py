@@ -260,8 +260,8 @@ def criterion(path: Path) -> dict:
     import statistics
 
     sys.path.insert(0, str(HERE.parent))
-    from correction import names as N
-    from orchestrator.watch.logs import NameMapper, read_log
+    from gapwatch.correction import names as N
+    from gapwatch.orchestrator.watch.logs import NameMapper, read_log
 
     mapper = NameMapper()
     rows = [mapper(r) for r in read_log(path).rows]

@@ -43,8 +43,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from gapwatch.correction import names as N  # noqa: E402
+
 from bench._machine import machine as machine_line  # noqa: E402
-from correction import names as N  # noqa: E402
 
 OUT = ROOT / "bench" / "results" / "real_model_bench.md"
 SECTIONS = {
@@ -66,10 +67,9 @@ def step1_batch(threads: int, tasks: int, seed: int) -> tuple[Any, Any, Any]:
     """The smollm2 preset's run (dense), one step's episodes played by its sampler, and
     their rows: ``(run, trajectories, rows)``."""
     import torch
-
-    from workers import RunConfig
-    from workers.loop import GRPORun, build_rows
-    from workers.rollout import rollout
+    from gapwatch.workers import RunConfig
+    from gapwatch.workers.loop import GRPORun, build_rows
+    from gapwatch.workers.rollout import rollout
 
     cfg = RunConfig.preset("smollm2", seed=seed, num_threads=threads, tasks_per_step=tasks)
     run = GRPORun(cfg)
@@ -83,8 +83,8 @@ def step1_batch(threads: int, tasks: int, seed: int) -> tuple[Any, Any, Any]:
 
 def start_part(threads: int) -> list[str]:
     """The dense policy's step-1 episodes per task and number of worked examples."""
-    from workers import envs, formats
-    from workers.rollout import rollout
+    from gapwatch.workers import envs, formats
+    from gapwatch.workers.rollout import rollout
 
     run, _, _ = step1_batch(threads, 1, seed=0)  # the model and its sampler
     cfg = run.cfg
@@ -123,8 +123,7 @@ def screen_part(overrides: list[str], steps: int, threads: int, old: str | None)
     """One run of the smollm2 preset with ``overrides`` (``key=value``); its row is added
     to the rows earlier screens left in the section."""
     import yaml
-
-    from workers import RunConfig, train
+    from gapwatch.workers import RunConfig, train
 
     over = {k: yaml.safe_load(v) for k, _, v in (o.partition("=") for o in overrides)}
     cfg = RunConfig.preset("smollm2", steps=steps, num_threads=threads, **over)
@@ -172,10 +171,9 @@ def midpoints(model: Any) -> str:
 
 def codecs_part(threads: int, tasks: int) -> list[str]:
     import torch
-
-    from correction import diagnostics
-    from workers import codecs
-    from workers.loop import at_rows, token_logps
+    from gapwatch.correction import diagnostics
+    from gapwatch.workers import codecs
+    from gapwatch.workers.loop import at_rows, token_logps
 
     run, trajs, rows = step1_batch(threads, tasks, seed=0)
     model, dev = run.model, torch.device(run.cfg.device)
@@ -218,8 +216,7 @@ def codecs_part(threads: int, tasks: int) -> list[str]:
 def outliers(model: Any, trajs: list[Any], dev: Any) -> list[str]:
     """The dense hidden states' outliers and what top-k and absmax quantisation keep."""
     import torch
-
-    from workers import codecs
+    from gapwatch.workers import codecs
 
     layers = codecs.decoder_layers(model)
     seen: dict[int, torch.Tensor] = {}
@@ -284,8 +281,7 @@ def doors_part(threads: int) -> list[str]:
     import tempfile
 
     import torch
-
-    from workers import RunConfig, train
+    from gapwatch.workers import RunConfig, train
 
     tasks, codec = 8, ("topk", 0.4)
     t0 = time.perf_counter()
@@ -359,9 +355,9 @@ def onset(score: list[float], below: float = 0.05) -> int | None:
 
 def run_sweep(work: Path, stopping: bool) -> dict[str, Any]:
     """``examples/sweep-smollm2.yaml`` into a fresh SQLite store; per run its history."""
-    from orchestrator.sweep.config import load_sweep_config
-    from orchestrator.sweep.driver import execute_sweep
-    from store import open_store
+    from gapwatch.orchestrator.sweep.config import load_sweep_config
+    from gapwatch.orchestrator.sweep.driver import execute_sweep
+    from gapwatch.store import open_store
 
     tag = "stops" if stopping else "nostop"
     sweep = load_sweep_config(ROOT / "examples" / "sweep-smollm2.yaml",

@@ -57,11 +57,10 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 import detection_bench as db  # noqa: E402
 from _machine import machine  # noqa: E402
-
-from correction import names as N  # noqa: E402
-from orchestrator import rules  # noqa: E402
-from orchestrator.watch.logs import NameMapper, open_log  # noqa: E402
-from orchestrator.watch.replay import replay  # noqa: E402
+from gapwatch.correction import names as N  # noqa: E402
+from gapwatch.orchestrator import rules  # noqa: E402
+from gapwatch.orchestrator.watch.logs import NameMapper, open_log  # noqa: E402
+from gapwatch.orchestrator.watch.replay import replay  # noqa: E402
 
 CORPUS = ROOT / "bench" / "data" / "real"
 OUT = ROOT / "bench" / "results" / "real_runs_bench.md"

@@ -39,9 +39,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from _machine import machine  # noqa: E402  (bench/ is on sys.path when run as a script)
-
-from store import Store, open_store, reads  # noqa: E402
-from store.synth import fill, metric_names  # noqa: E402
+from gapwatch.store import Store, open_store, reads  # noqa: E402
+from gapwatch.store.synth import fill, metric_names  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results" / "store_bench.md"
 

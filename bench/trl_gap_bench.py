@@ -38,8 +38,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from gapwatch.correction import names as N  # noqa: E402
+
 from bench._machine import machine as machine_line  # noqa: E402
-from correction import names as N  # noqa: E402
 
 
 def _ground_truth() -> Any:
@@ -55,9 +56,9 @@ def _ground_truth() -> Any:
 
 def fates(work: Path) -> dict[str, dict[str, Any]]:
     """Each trial's fate with no rule stopping it (``bench/ground_truth.fate``)."""
-    from orchestrator.sweep.config import load_sweep_config
-    from orchestrator.sweep.driver import execute_sweep
-    from store import open_store
+    from gapwatch.orchestrator.sweep.config import load_sweep_config
+    from gapwatch.orchestrator.sweep.driver import execute_sweep
+    from gapwatch.store import open_store
 
     gt = _ground_truth()
     sweep = load_sweep_config(ROOT / "examples" / "sweep-trl-gap.yaml", ["stopping=false"])
@@ -73,9 +74,9 @@ def fates(work: Path) -> dict[str, dict[str, Any]]:
 
 
 def sweep_part(work: Path) -> list[str]:
-    from orchestrator.sweep.config import load_sweep_config
-    from orchestrator.sweep.driver import execute_sweep
-    from store import open_store
+    from gapwatch.orchestrator.sweep.config import load_sweep_config
+    from gapwatch.orchestrator.sweep.driver import execute_sweep
+    from gapwatch.store import open_store
 
     learning = _ground_truth().learning
     fate = fates(work)  # the same sweep with no stops: what each trial would have become
@@ -136,13 +137,13 @@ def sweep_part(work: Path) -> list[str]:
 
 def overhead_part(steps: int, blocks: int, work: Path) -> list[str]:
     import torch
+    from gapwatch.workers import RunConfig
+    from gapwatch.workers.model import ensure_warm_start
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from trl import GRPOConfig, GRPOTrainer
 
     from gapwatch.integrations.trl import GapConfig, GapGRPOTrainer
     from gapwatch.integrations.trl_episodes import ToolEpisodes, episode_reward
-    from workers import RunConfig
-    from workers.model import ensure_warm_start
 
     torch.set_num_threads(1)
     path = ensure_warm_start(RunConfig.preset("quick"))

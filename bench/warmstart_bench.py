@@ -33,9 +33,9 @@ OUT = ROOT / "bench" / "results" / "warmstart_bench.md"
 CHILD = """
 import json, sys, torch
 torch.set_num_threads(int(sys.argv[1]))
-from workers import RunConfig, envs, samplers
-from workers import model as M
-from workers.probe import measure
+from gapwatch.workers import RunConfig, envs, samplers
+from gapwatch.workers import model as M
+from gapwatch.workers.probe import measure
 over = {} if sys.argv[2] == "gate" else {"warm_start_min_success": None, "warm_start_min_copied": None}
 cfg = RunConfig.preset("quick", **over)
 try:

@@ -35,8 +35,8 @@ from _machine import machine  # noqa: E402  (bench/ is on sys.path as a script)
 OUT = ROOT / "bench" / "results" / "watch_bench.md"
 TRAINER = r"""
 import json, sys, time
-from workers import RunConfig, train
-from workers.config import QUICK_CODEC
+from gapwatch.workers import RunConfig, train
+from gapwatch.workers.config import QUICK_CODEC
 path, steps, seed = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 codec, strength = QUICK_CODEC
 cfg = RunConfig.preset("quick", seed=seed, steps=steps, compression=codec,
@@ -56,9 +56,9 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()
 
-    from store import open_store
-    from workers import RunConfig
-    from workers.model import ensure_warm_start
+    from gapwatch.store import open_store
+    from gapwatch.workers import RunConfig
+    from gapwatch.workers.model import ensure_warm_start
 
     ensure_warm_start(RunConfig.preset("quick"))  # built (cached) before any timing
     work = Path(tempfile.mkdtemp(prefix="gw-watch-"))

@@ -27,11 +27,10 @@ from pathlib import Path
 from typing import Any
 
 from _machine import machine  # noqa: E402  (bench/ is on sys.path as a script)
-
-from correction import names as N
-from workers import RunConfig, train
-from workers.config import QUICK_CODEC
-from workers.model import ensure_warm_start
+from gapwatch.correction import names as N
+from gapwatch.workers import RunConfig, train
+from gapwatch.workers.config import QUICK_CODEC
+from gapwatch.workers.model import ensure_warm_start
 
 OUT = Path(__file__).resolve().parent / "results" / "worker_bench.md"
 CURVE = (

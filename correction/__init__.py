@@ -19,11 +19,11 @@ from typing import TYPE_CHECKING
 __all__ = ["diagnostics", "names", "sketch", "strategies"]
 
 if TYPE_CHECKING:
-    from correction import diagnostics, names, sketch, strategies
+    from gapwatch.correction import diagnostics, names, sketch, strategies
 
 
 def __getattr__(name: str) -> ModuleType:
-    # Submodules load on first use, so `from correction import names` (rules, replay, the
+    # Submodules load on first use, so `from gapwatch.correction import names` (rules, replay, the
     # store's readers) does not pay for importing torch.
     if name in __all__:
         return importlib.import_module(f"correction.{name}")

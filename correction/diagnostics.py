@@ -36,11 +36,10 @@ from typing import Any
 
 import numpy as np
 import torch
-
-from correction import names as N
-from correction.inputs import Tensorish, as_bool, prepare
-from correction.sketch import LogSketch, bincount
-from correction.strategies import LOG_CLAMP
+from gapwatch.correction import names as N
+from gapwatch.correction.inputs import Tensorish, as_bool, prepare
+from gapwatch.correction.sketch import LogSketch, bincount
+from gapwatch.correction.strategies import LOG_CLAMP
 
 __all__ = [
     "analyze",

@@ -104,7 +104,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
-from correction import names as N
+from gapwatch.correction import names as N
 
 Source = Literal[
     "gapwatch", "verl", "trl", "prime-rl", "tinker",

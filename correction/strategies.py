@@ -50,9 +50,8 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 import torch
-
-from correction import names as N
-from correction.inputs import Tensorish, prepare
+from gapwatch.correction import names as N
+from gapwatch.correction.inputs import Tensorish, prepare
 
 __all__ = [
     "Strategy",

@@ -20,8 +20,7 @@ from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
 import typer
-
-from orchestrator.signals import Terminated
+from gapwatch.orchestrator.signals import Terminated
 
 app = typer.Typer(
     name="gapwatch",
@@ -63,7 +62,7 @@ LOGGING_STEPS_HELP = "Console dicts: trainer steps between two printed dicts (lo
 def _read_options(
     step_field: str | None, step_pattern: str | None, logging_steps: int | None
 ) -> Any:
-    from orchestrator.readers import ReadOptions
+    from gapwatch.orchestrator.readers import ReadOptions
 
     return ReadOptions(
         step_field=step_field, step_pattern=step_pattern, logging_steps=logging_steps
@@ -71,7 +70,7 @@ def _read_options(
 
 
 def _one_line(exc: BaseException) -> str:
-    from orchestrator.console import plain
+    from gapwatch.orchestrator.console import plain
 
     return plain(" ".join(str(exc).split()) or type(exc).__name__)
 
@@ -109,7 +108,7 @@ def friendly(fn: F) -> F:
 @friendly
 def db_upgrade(db: DbOpt = None) -> None:
     """Create the store or bring its schema to the newest revision."""
-    from store import open_store
+    from gapwatch.store import open_store
 
     st = open_store(db)
     typer.echo(f"store at {st.url_display} is at schema revision {st.revision()}")
@@ -122,7 +121,7 @@ def runs(
     sweep: Annotated[str | None, typer.Option(help="Only runs of this sweep (name).")] = None,
 ) -> None:
     """List the sweeps and runs the store holds."""
-    from orchestrator.listing import print_runs
+    from gapwatch.orchestrator.listing import print_runs
 
     print_runs(db, sweep)
 
@@ -155,7 +154,7 @@ def run(
     ] = False,
 ) -> None:
     """Run one RL run in this process and record it in the store (and/or a verl-format log)."""
-    from orchestrator.sweep.local_run import run_local
+    from gapwatch.orchestrator.sweep.local_run import run_local
 
     run_local(config, db_url=db, overrides=set_ or [], apply_rules=not no_rules, log=log,
               store=not no_store)  # fmt: skip
@@ -192,7 +191,7 @@ def sweep(
     ] = False,
 ) -> None:
     """Run a paired dense/compressed sweep on Ray Tune, stopping collapsing trials."""
-    from orchestrator.sweep.driver import run_sweep
+    from gapwatch.orchestrator.sweep.driver import run_sweep
 
     overrides = [*(set_ or []), *([f"max_trials={max_trials}"] if max_trials else [])]
     run_sweep(config, db_url=db, address=address, resume=resume, overrides=overrides,
@@ -227,7 +226,7 @@ def replay(
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
     """Run the stop rules over a metrics log from elsewhere; say when and why they fire."""
-    from orchestrator.watch.replay import replay_cli
+    from gapwatch.orchestrator.watch.replay import replay_cli
 
     code = replay_cli(
         log, control=control, rules=rules, config=config, as_json=as_json, fmt=fmt,
@@ -248,7 +247,7 @@ def names_cmd(
 ) -> None:
     """How a log is read: format and steps, names mapped, which rules can decide, and a
     names-file draft for the reward-, length- and mismatch-like keys left unmapped."""
-    from orchestrator.watch.names_report import names_report, print_report
+    from gapwatch.orchestrator.watch.names_report import names_report, print_report
 
     options = _read_options(step_field, step_pattern, logging_steps)
     print_report(names_report(log, fmt=fmt, names=names, options=options))
@@ -360,12 +359,12 @@ def watch(
     action failed; 5 a trainer hung (--pid or --pid-file alive, log silent --idle s);
     2 bad input.
     """
-    from orchestrator.watch.replay import ruleset_for
-    from orchestrator.watch.single import WatchOptions
-    from orchestrator.watch.single import watch as follow
+    from gapwatch.orchestrator.watch.replay import ruleset_for
+    from gapwatch.orchestrator.watch.single import WatchOptions
+    from gapwatch.orchestrator.watch.single import watch as follow
 
     if pattern or layout or manifest or (log is not None and set(str(log)) & set("*?[")):
-        from orchestrator.watch.fleet import FleetOptions, watch_fleet
+        from gapwatch.orchestrator.watch.fleet import FleetOptions, watch_fleet
 
         single = {"--pid": pid, "--control": control, "--name": name, "--seed": seed or None,
                   "--codec": None if codec == "unknown" else codec,
@@ -419,7 +418,7 @@ def ui(
     host: Annotated[str, typer.Option(help="Address to bind.")] = "127.0.0.1",
 ) -> None:
     """Serve the Streamlit web UI over the store."""
-    from ui.launch import serve
+    from gapwatch.ui.launch import serve
 
     if host not in ("127.0.0.1", "localhost", "::1"):
         typer.echo(
@@ -440,7 +439,7 @@ def export(
     force: Annotated[bool, typer.Option("--force", help="Replace --out if it exists.")] = False,
 ) -> None:
     """Export one run's metrics as a log that `gapwatch replay` reads."""
-    from store import open_store
+    from gapwatch.store import open_store
 
     st = open_store(db, read_only=True)  # a mistyped --db must not create a store
     n = st.export_run(run_id, out, overwrite=force)

@@ -12,11 +12,10 @@ from __future__ import annotations
 from collections import Counter
 from datetime import UTC, datetime
 
+from gapwatch.correction import names
+from gapwatch.store import open_store
+from gapwatch.store.staleness import STALE_FLOOR_S, STALE_STEPS, shown_status
 from rich.table import Table
-
-from correction import names
-from store import open_store
-from store.staleness import STALE_FLOOR_S, STALE_STEPS, shown_status
 
 from .console import console as make_console
 from .console import plain, shown

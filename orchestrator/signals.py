@@ -28,10 +28,10 @@ from collections.abc import Callable, Iterator
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
-from store.schema import INTERRUPTED
+from gapwatch.store.schema import INTERRUPTED
 
 if TYPE_CHECKING:
-    from orchestrator.tracked import TrackedRun
+    from gapwatch.orchestrator.tracked import TrackedRun
 
 ENDING_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 

@@ -15,9 +15,9 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from orchestrator.rules import Decision, RuleSet, Watcher
-from store import Store
-from store.identity import RunIdentity
+from gapwatch.orchestrator.rules import Decision, RuleSet, Watcher
+from gapwatch.store import Store
+from gapwatch.store.identity import RunIdentity
 
 Rows = list[dict[str, Any]]
 ReadRows = Callable[[int, int, Sequence[str]], Rows]

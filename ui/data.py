@@ -19,9 +19,8 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-
-from correction import names
-from store.schema import INTERRUPTED, RUN_STATUSES
+from gapwatch.correction import names
+from gapwatch.store.schema import INTERRUPTED, RUN_STATUSES
 
 BUDGET_KEYS: tuple[str, ...] = ("steps", "max_steps", "total_steps", "num_steps")
 """Config keys that may hold a run's step budget (the first one present wins)."""

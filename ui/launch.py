@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from ui.locate import ENV_URL, UIError, check_database, display_url, resolve
+from gapwatch.ui.locate import ENV_URL, UIError, check_database, display_url, resolve
 
 APP = Path(__file__).with_name("app.py")
 
@@ -29,7 +29,7 @@ APP = Path(__file__).with_name("app.py")
 def check(db_url: str) -> None:
     """One-line UIError unless the store exists and opens read-only."""
     check_database(db_url)
-    from store import StoreError, open_store
+    from gapwatch.store import StoreError, open_store
 
     try:
         open_store(db_url, read_only=True).close()

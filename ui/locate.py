@@ -14,11 +14,10 @@ import os
 import sys
 from pathlib import Path
 
+from gapwatch.store import StoreError
+from gapwatch.store.engine import display, mask, resolve_url, unreachable
+from gapwatch.store.engine import sqlite_path as _sqlite_file
 from sqlalchemy.engine import URL
-
-from store import StoreError
-from store.engine import display, mask, resolve_url, unreachable
-from store.engine import sqlite_path as _sqlite_file
 
 ENV_URL = "GAPWATCH_UI_DB_URL"
 """Environment variable ``ui.launch.serve`` passes the store URL in."""

@@ -14,9 +14,8 @@ from collections.abc import Callable, Iterable
 from datetime import timedelta
 
 import streamlit as st
+from gapwatch.ui.locate import REFRESH_S, UIError, db_url, unreachable_line
 from sqlalchemy.exc import SQLAlchemyError
-
-from ui.locate import REFRESH_S, UIError, db_url, unreachable_line
 
 SWEEPS = "views/sweeps.py"
 SWEEP = "views/sweep.py"

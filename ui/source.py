@@ -16,9 +16,8 @@ from typing import Any
 
 import pandas as pd
 import streamlit as st
-
-from ui import data
-from ui.locate import (
+from gapwatch.ui import data
+from gapwatch.ui.locate import (
     ENV_URL,
     TTL_S,
     UIError,
@@ -31,7 +30,7 @@ __all__ = ["ENV_URL", "TTL_S", "UIError", "check_database", "db_url", "display_u
 
 
 def _open(url: str) -> Any:
-    from store import open_store
+    from gapwatch.store import open_store
 
     return open_store(url, read_only=True)
 
@@ -80,7 +79,7 @@ def runs(url: str, sweep_id: int | None = None) -> list[dict[str, Any]]:
 @st.cache_data(ttl=TTL_S, show_spinner=False)
 def run(url: str, run_id: int) -> dict[str, Any]:
     """One run; a run id the store does not hold -> UIError."""
-    from store import StoreError
+    from gapwatch.store import StoreError
 
     try:
         return as_dict(_store(url).run(run_id))
@@ -153,7 +152,7 @@ def decisions(
 def run_jsonl(url: str, run_id: int) -> bytes:
     """The run's metrics as the ``.jsonl`` log ``gapwatch export`` writes and ``gapwatch
     replay`` reads (``store.export.jsonl_lines``), read when the user asks for it."""
-    from store.export import jsonl_lines
+    from gapwatch.store.export import jsonl_lines
 
     return "".join(jsonl_lines(_store(url).history(run_id))).encode("utf-8")
 

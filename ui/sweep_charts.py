@@ -11,9 +11,8 @@ from collections.abc import Sequence
 from typing import Any
 
 import pandas as pd
-
-from ui.board import CONTROL, RAN_TO_END, spans_decades
-from ui.charts import (
+from gapwatch.ui.board import CONTROL, RAN_TO_END, spans_decades
+from gapwatch.ui.charts import (
     CONFIG,
     HEIGHT,
     REF_COLOR,

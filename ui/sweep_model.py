@@ -9,10 +9,9 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 import streamlit as st
-
-from correction import names
-from store.identity import VOID_PAIR
-from ui import board, charts, data, source, sweep_charts
+from gapwatch.correction import names
+from gapwatch.store.identity import VOID_PAIR
+from gapwatch.ui import board, charts, data, source, sweep_charts
 
 GAP_POINTS = 200
 """Points per run behind the leaderboard's mean gap (downsampled in the database)."""

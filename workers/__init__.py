@@ -1,6 +1,6 @@
 """gapwatch workers: one RL run (agentic env, policy, codecs, samplers, GRPO loop).
 
-``from workers import RunConfig, train``; ``for res in train(cfg): res.step, res.metrics,
+``from gapwatch.workers import RunConfig, train``; ``for res in train(cfg): res.step, res.metrics,
 res.distributions``. Registries: ``workers.envs.names()``, ``workers.codecs.names()``,
 ``workers.samplers.names()``.
 
@@ -14,19 +14,19 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from workers.config import RunConfig
-    from workers.loop import StepResult, train
+    from gapwatch.workers.config import RunConfig
+    from gapwatch.workers.loop import StepResult, train
 
 __all__ = ["RunConfig", "StepResult", "train"]
 
 
 def __getattr__(name: str) -> Any:
     if name == "RunConfig":
-        from workers import config
+        from gapwatch.workers import config
 
         return config.RunConfig
     if name in ("train", "StepResult"):
-        from workers import loop
+        from gapwatch.workers import loop
 
         return getattr(loop, name)
     raise AttributeError(f"module 'workers' has no attribute {name!r}")

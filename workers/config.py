@@ -15,11 +15,9 @@ from __future__ import annotations
 
 from typing import Any, Final, Literal
 
-from pydantic import Field, ValidationError, field_validator, model_validator
-
-from workers import codecs, envs, samplers
-from workers.sampling import DTYPE
-from workers.validation import (
+from gapwatch.workers import codecs, envs, samplers
+from gapwatch.workers.sampling import DTYPE
+from gapwatch.workers.validation import (
     ConfigError,
     Float,
     Int,
@@ -29,6 +27,7 @@ from workers.validation import (
     resolve_params,
     unknown_keys,
 )
+from pydantic import Field, ValidationError, field_validator, model_validator
 
 DTYPES: Final = tuple(DTYPE)
 Dtype = Literal["float32", "bfloat16", "float16"]
@@ -275,7 +274,7 @@ class RunConfig(Strict):
     @model_validator(mode="after")
     def _resolve_parts(self) -> RunConfig:
         """Check the named parts and fill in their parameters' defaults."""
-        from correction import strategies
+        from gapwatch.correction import strategies
 
         check_name("env", self.env, envs.names())
         envs.get(self.env, **self.env_kwargs)

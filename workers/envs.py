@@ -31,7 +31,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
-from workers.registry import Registry
+from gapwatch.workers.registry import Registry
 
 FORMAT_PENALTY: Final = -0.1
 """Reward of an unparseable (or truncated) action; the episode ends there."""

@@ -33,8 +33,8 @@ from __future__ import annotations
 import random
 from typing import Any, Final, Protocol
 
-from workers.envs import Env, Task, calculator
-from workers.tokens import encode
+from gapwatch.workers.envs import Env, Task, calculator
+from gapwatch.workers.tokens import encode
 
 SHOTS_SEED: Final = 12_345
 """Seed of the worked examples' tasks: the same examples in every run, step and batch."""

@@ -34,15 +34,14 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from gapwatch.correction import diagnostics, strategies
+from gapwatch.correction import names as N
+from gapwatch.workers import checkpoint, codecs, devices, envs, formats, samplers
+from gapwatch.workers.config import RunConfig
+from gapwatch.workers.model import load_policy
+from gapwatch.workers.rollout import Trajectory, rollout
+from gapwatch.workers.sampling import Sampler, lm_forward
 from torch import nn
-
-from correction import diagnostics, strategies
-from correction import names as N
-from workers import checkpoint, codecs, devices, envs, formats, samplers
-from workers.config import RunConfig
-from workers.model import load_policy
-from workers.rollout import Trajectory, rollout
-from workers.sampling import Sampler, lm_forward
 
 
 @dataclass

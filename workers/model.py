@@ -38,6 +38,12 @@ from pathlib import Path
 from typing import Any, Final
 
 import torch
+from gapwatch.workers import envs, pretrained
+from gapwatch.workers.cache import INFO_FILE, cache_root
+from gapwatch.workers.cache import saved_once as _saved_once
+from gapwatch.workers.config import RunConfig
+from gapwatch.workers.sampling import DTYPE
+from gapwatch.workers.tokens import encode  # also imported from here by callers
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers
 from transformers import (
     AutoModelForCausalLM,
@@ -47,13 +53,6 @@ from transformers import (
     PreTrainedTokenizerFast,
 )
 from transformers.utils import logging as hf_logging
-
-from workers import envs, pretrained
-from workers.cache import INFO_FILE, cache_root
-from workers.cache import saved_once as _saved_once
-from workers.config import RunConfig
-from workers.sampling import DTYPE
-from workers.tokens import encode  # also imported from here by callers
 
 WARMSTART_VERSION: Final = 3
 """Bump when warm-start code changes, so stale caches are not reused."""
@@ -265,7 +264,7 @@ def _supervised(model: Any, opt: Any, sched: Any, batches: Any, n: int) -> float
 
 def gate_quality(model: Any, tok: Any, cfg: RunConfig) -> Any:
     """The warm start's held-out figures (``workers.probe.Quality``), dense, float32."""
-    from workers import formats, probe, samplers
+    from gapwatch.workers import formats, probe, samplers
 
     model.eval()
     sampler = samplers.make("torch", model, tok, device=cfg.device, dtype="float32",

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from workers.cache import cache_root, saved_once
+from gapwatch.workers.cache import cache_root, saved_once
 
 CONVERT_VERSION: Final = 1
 """Bump when the conversion changes, so converted copies in caches are rebuilt."""

@@ -17,10 +17,10 @@ import random
 from dataclasses import asdict, dataclass
 from typing import Any, Final
 
-from workers.envs import Env
-from workers.formats import Format
-from workers.rollout import rollout
-from workers.sampling import Sampler
+from gapwatch.workers.envs import Env
+from gapwatch.workers.formats import Format
+from gapwatch.workers.rollout import rollout
+from gapwatch.workers.sampling import Sampler
 
 PROBE_SEED: Final = 987_654
 """Seed of the probe's task draws and sampling: far from the run seeds (0, 1, ...) and

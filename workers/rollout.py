@@ -16,9 +16,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from workers.envs import Env, Task
-from workers.formats import Format, Plain
-from workers.sampling import Sampler
+from gapwatch.workers.envs import Env, Task
+from gapwatch.workers.formats import Format, Plain
+from gapwatch.workers.sampling import Sampler
 
 
 @dataclass

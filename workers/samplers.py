@@ -20,10 +20,9 @@ import copy
 from typing import Any
 
 import torch
+from gapwatch.workers.registry import Registry
+from gapwatch.workers.sampling import DTYPE, Generation, Sampler, lm_forward
 from torch import nn
-
-from workers.registry import Registry
-from workers.sampling import DTYPE, Generation, Sampler, lm_forward
 
 _REGISTRY: Registry[Sampler] = Registry("sampler")
 register = _REGISTRY.register
@@ -185,6 +184,6 @@ def _torch(
 def _vllm(
     model: nn.Module, tokenizer: Any, *, device: str, dtype: str, seed: int, stops: tuple[str, ...]
 ) -> Sampler:
-    from workers.vllm_sampler import VLLMSampler  # GPU only; the `gpu` extra
+    from gapwatch.workers.vllm_sampler import VLLMSampler  # GPU only; the `gpu` extra
 
     return VLLMSampler(model, tokenizer, dtype=dtype, seed=seed, stops=stops)

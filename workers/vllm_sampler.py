@@ -19,9 +19,8 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+from gapwatch.workers.sampling import Generation
 from torch import nn
-
-from workers.sampling import Generation
 
 
 class WeightLoader:

@@ -35,7 +35,7 @@ import math
 import random
 from pathlib import Path
 
-from correction import names as N
+from gapwatch.correction import names as N
 
 STEPS = 44
 BUDGET = 512.0

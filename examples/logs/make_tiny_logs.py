@@ -44,7 +44,7 @@ def write_jsonl(history: list[dict[str, Any]], path: Path) -> None:
 
 
 def main() -> None:
-    from workers import RunConfig, train
+    from gapwatch.workers import RunConfig, train
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--steps", type=int, default=15)

@@ -1,6 +1,6 @@
 """Hooks that put runs trained by other frameworks under gapwatch's rules.
 
-The public import paths; the code lives in ``orchestrator.integrations``.
+The public import paths; the code lives in ``gapwatch.orchestrator.integrations``.
 
 - ``gapwatch.integrations.trl``: ``GapwatchCallback``, a ``transformers.TrainerCallback``
   (TRL's GRPOTrainer first; any Trainer-based trainer), and ``GapGRPOTrainer`` with its

@@ -1,4 +1,4 @@
-"""``GapwatchCallback`` and ``GapGRPOTrainer``: see ``orchestrator.integrations.trl``.
+"""``GapwatchCallback`` and ``GapGRPOTrainer``: see ``gapwatch.orchestrator.integrations.trl``.
 
 The public import path; TRL is imported only when ``GapGRPOTrainer``, ``GapConfig`` or
 ``TRLHooksMissing`` is first used, so the callback serves any ``transformers.Trainer``.
@@ -8,12 +8,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from orchestrator.integrations.trl import GapwatchCallback
+from gapwatch.orchestrator.integrations.trl import GapwatchCallback
 
 __all__ = ["GapConfig", "GapGRPOTrainer", "GapwatchCallback"]  # noqa: F822 (lazy, below)
 
 
 def __getattr__(name: str) -> Any:
-    from orchestrator.integrations import trl
+    from gapwatch.orchestrator.integrations import trl
 
     return getattr(trl, name)  # the lazy TRL names, or its AttributeError

@@ -1,7 +1,7 @@
 """``GapGRPOTrainer``, the seed's experiment inside TRL: see
-``orchestrator.integrations.trl_gap``."""
+``gapwatch.orchestrator.integrations.trl_gap``."""
 
-from orchestrator.integrations.trl_gap import (
+from gapwatch.orchestrator.integrations.trl_gap import (
     GapConfig,
     GapGRPOTrainer,
     TRLHooksMissing,

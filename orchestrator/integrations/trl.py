@@ -36,15 +36,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from gapwatch.orchestrator import rules as R
+from gapwatch.orchestrator.rules import Decision, RuleSet
+from gapwatch.orchestrator.signals import EndRelay, mark_signalled
+from gapwatch.orchestrator.tracked import TrackedRun
+from gapwatch.orchestrator.watch import NameMapper
+from gapwatch.store import identity, open_store
+from gapwatch.store.staleness import this_process
 from transformers import TrainerCallback
-
-from orchestrator import rules as R
-from orchestrator.rules import Decision, RuleSet
-from orchestrator.signals import EndRelay, mark_signalled
-from orchestrator.tracked import TrackedRun
-from orchestrator.watch import NameMapper
-from store import identity, open_store
-from store.staleness import this_process
 
 __all__ = ["GapConfig", "GapGRPOTrainer", "GapwatchCallback"]  # noqa: F822 (lazy, below)
 
@@ -54,7 +53,7 @@ _LAZY = ("GapConfig", "GapGRPOTrainer", "TRLHooksMissing")
 def __getattr__(name: str) -> Any:
     # TRL is imported on first use of the trainer (the callback needs only transformers)
     if name in _LAZY:
-        from orchestrator.integrations import trl_gap
+        from gapwatch.orchestrator.integrations import trl_gap
 
         return getattr(trl_gap, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

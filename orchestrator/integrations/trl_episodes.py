@@ -38,10 +38,10 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from correction import names as N
-from workers import envs, formats, samplers
-from workers.envs import Task
-from workers.rollout import Trajectory, rollout
+from gapwatch.correction import names as N
+from gapwatch.workers import envs, formats, samplers
+from gapwatch.workers.envs import Task
+from gapwatch.workers.rollout import Trajectory, rollout
 
 __all__ = ["ToolEpisodes", "episode_reward"]
 

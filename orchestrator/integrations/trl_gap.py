@@ -48,11 +48,10 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import torch
-
-from correction import diagnostics, strategies
-from correction import names as N
-from correction.sketch import LogSketch
-from workers import codecs
+from gapwatch.correction import diagnostics, strategies
+from gapwatch.correction import names as N
+from gapwatch.correction.sketch import LogSketch
+from gapwatch.workers import codecs
 
 try:
     import trl

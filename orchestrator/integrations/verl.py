@@ -45,9 +45,8 @@ import os
 from typing import Any
 
 import torch
-
-from correction import diagnostics
-from correction import names as N
+from gapwatch.correction import diagnostics
+from gapwatch.correction import names as N
 
 __all__ = ["gap_metrics", "install", "slices"]
 

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from orchestrator.readers import (  # noqa: F401 - each registers its reader
+from gapwatch.orchestrator.readers import (  # noqa: F401 - each registers its reader
     console_dicts,
     csv,
     ipynb,
@@ -44,7 +44,7 @@ from orchestrator.readers import (  # noqa: F401 - each registers its reader
     wandb,
     xtuner,
 )
-from orchestrator.readers.base import (
+from gapwatch.orchestrator.readers.base import (
     ALIASES,
     MAX_LINE,
     MAX_STEP,

@@ -46,7 +46,14 @@ import math
 import re
 from pathlib import Path
 
-from orchestrator.readers.base import MAX_LINE, Entry, LineReader, number, register, strip_ansi
+from gapwatch.orchestrator.readers.base import (
+    MAX_LINE,
+    Entry,
+    LineReader,
+    number,
+    register,
+    strip_ansi,
+)
 
 _DICT = re.compile(r"\{\s*'[^']+'\s*:")
 _BAR = re.compile(r"^\s*\d+%\|[^|]*\|\s*(\d+)/(\d+)\s*\[")

@@ -15,7 +15,7 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
-from orchestrator.readers.base import (
+from gapwatch.orchestrator.readers.base import (
     STEP_ALIASES,
     Entry,
     LineReader,

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 # get: the console readers by name (the package registers every reader on import)
-from orchestrator.readers.base import (
+from gapwatch.orchestrator.readers.base import (
     Entry,
     LineReader,
     LogError,
@@ -27,7 +27,7 @@ from orchestrator.readers.base import (
     register,
     strip_ansi,
 )
-from orchestrator.readers.trl_state import read_json, whole_json
+from gapwatch.orchestrator.readers.trl_state import read_json, whole_json
 
 RENAMED = {"Training Loss": "loss", "Validation Loss": "eval_loss"}
 _SLASH = re.compile(r"\s*/\s*")

@@ -19,8 +19,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from orchestrator.readers.base import Entry, LogError, WholeReader, number, parse_step, register
-from orchestrator.readers.trl_state import read_json, whole_json
+from gapwatch.orchestrator.readers.base import (
+    Entry,
+    LogError,
+    WholeReader,
+    number,
+    parse_step,
+    register,
+)
+from gapwatch.orchestrator.readers.trl_state import read_json, whole_json
 
 STEP_KEYS = ("_step", "step", "global_step", "Step", "trainer/global_step")
 

@@ -15,8 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-
-from orchestrator.readers.base import (
+from gapwatch.orchestrator.readers.base import (
     STEP_ALIASES,
     Entry,
     LineReader,

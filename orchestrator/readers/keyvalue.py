@@ -28,7 +28,14 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from orchestrator.readers.base import Entry, LineReader, number, parse_step, register, strip_ansi
+from gapwatch.orchestrator.readers.base import (
+    Entry,
+    LineReader,
+    number,
+    parse_step,
+    register,
+    strip_ansi,
+)
 
 STEP_FIELDS = ("step", "global_step", "iteration", "iter")
 _NUM = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|[-+]?(?:nan|NaN|inf|Inf|Infinity)"

@@ -14,7 +14,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from orchestrator.readers.base import Entry, LogError, WholeReader, files_signature, register
+from gapwatch.orchestrator.readers.base import (
+    Entry,
+    LogError,
+    WholeReader,
+    files_signature,
+    register,
+)
 
 
 def _is_run(p: Path) -> bool:

@@ -14,7 +14,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from orchestrator.readers.base import Entry, LogError, WholeReader, files_signature, register
+from gapwatch.orchestrator.readers.base import (
+    Entry,
+    LogError,
+    WholeReader,
+    files_signature,
+    register,
+)
 
 PATTERN = "events.out.tfevents.*"
 INSTALL = "pip install tensorboard"

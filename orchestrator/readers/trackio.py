@@ -17,7 +17,7 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-from orchestrator.readers.base import (
+from gapwatch.orchestrator.readers.base import (
     Busy,
     Entry,
     LogError,
@@ -26,7 +26,7 @@ from orchestrator.readers.base import (
     number,
     register,
 )
-from orchestrator.readers.jsonl import loads
+from gapwatch.orchestrator.readers.jsonl import loads
 
 SQLITE_MAGIC = "SQLite format 3\x00"
 

@@ -12,8 +12,15 @@ import json
 from pathlib import Path
 from typing import Any
 
-from orchestrator.readers.base import MAX_WHOLE, Busy, Entry, LogError, WholeReader, register
-from orchestrator.readers.jsonl import json_entry, loads
+from gapwatch.orchestrator.readers.base import (
+    MAX_WHOLE,
+    Busy,
+    Entry,
+    LogError,
+    WholeReader,
+    register,
+)
+from gapwatch.orchestrator.readers.jsonl import json_entry, loads
 
 
 def read_json(path: Path, what: str) -> Any:

@@ -18,7 +18,7 @@ import re
 from collections import Counter
 from pathlib import Path
 
-from orchestrator.readers.base import (
+from gapwatch.orchestrator.readers.base import (
     MAX_LINE,
     Entry,
     LineReader,

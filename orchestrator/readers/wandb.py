@@ -47,7 +47,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from orchestrator.readers.base import (
+from gapwatch.orchestrator.readers.base import (
     MAX_STEP,
     STEP_ALIASES,
     Entry,
@@ -56,7 +56,7 @@ from orchestrator.readers.base import (
     files_signature,
     register,
 )
-from orchestrator.readers.jsonl import loads
+from gapwatch.orchestrator.readers.jsonl import loads
 
 INSTALL = "pip install wandb"
 SUFFIX = ".wandb"

@@ -36,7 +36,7 @@ import math
 import re
 from pathlib import Path
 
-from orchestrator.readers.base import (
+from gapwatch.orchestrator.readers.base import (
     Entry,
     LineReader,
     LogError,

@@ -41,7 +41,7 @@ last step of a whole history (a convenience for tests and one-off questions; the
 the history through a fresh watcher).
 """
 
-from orchestrator.rules.base import (
+from gapwatch.orchestrator.rules.base import (
     ACTIONS,
     ControlView,
     Decision,
@@ -57,7 +57,7 @@ from orchestrator.rules.base import (
     step_of,
     value,
 )
-from orchestrator.rules.sets import RuleSet, build
+from gapwatch.orchestrator.rules.sets import RuleSet, build
 
 __all__ = [
     "ACTIONS",

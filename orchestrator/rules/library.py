@@ -27,11 +27,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from pydantic import Field, field_validator
-from pydantic.dataclasses import dataclass as checked
-
-from correction import names as N
-from orchestrator.rules.base import (
+from gapwatch.correction import names as N
+from gapwatch.orchestrator.rules.base import (
     CHECKED,
     ControlView,
     Decision,
@@ -46,7 +43,9 @@ from orchestrator.rules.base import (
     register,
     value,
 )
-from workers.validation import Float, Int, check_name
+from gapwatch.workers.validation import Float, Int, check_name
+from pydantic import Field, field_validator
+from pydantic.dataclasses import dataclass as checked
 
 
 def spread(row: Row) -> float | None:

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
-from workers.validation import check_name
+from gapwatch.workers.validation import check_name
 
 _ALL_RULES: Final = (
     "constant_advantage",

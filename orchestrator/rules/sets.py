@@ -6,9 +6,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from orchestrator.rules import library as _library  # noqa: F401  (registers the rules)
-from orchestrator.rules import presets as _presets
-from orchestrator.rules.base import Decision, History, Rule, Watcher, _cls, get, names
+from gapwatch.orchestrator.rules import library as _library  # noqa: F401  (registers the rules)
+from gapwatch.orchestrator.rules import presets as _presets
+from gapwatch.orchestrator.rules.base import Decision, History, Rule, Watcher, _cls, get, names
 
 
 @dataclass(frozen=True)

@@ -39,10 +39,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pydantic import Field, field_validator, model_validator
-
-from orchestrator.sweep.trainable import pack
-from orchestrator.watch import (
+from gapwatch.orchestrator.sweep.trainable import pack
+from gapwatch.orchestrator.watch import (
     FOLLOW_FORMATS,
     LogFollower,
     NameMapper,
@@ -50,7 +48,8 @@ from orchestrator.watch import (
     end_process_group,
     hung_line,
 )
-from workers.validation import Float, Strict
+from gapwatch.workers.validation import Float, Strict
+from pydantic import Field, field_validator, model_validator
 
 # Started in the child before the trainer: set its parent-death signal to SIGKILL, then
 # become the trainer (prctl(PR_SET_PDEATHSIG=1, SIGKILL=9); a parent already gone: exit).
@@ -110,7 +109,7 @@ class CommandWorker(Strict):
     def _not_run_settings(cls, data: Any) -> Any:
         """``worker:`` used to hold run settings: say where they go now."""
         if isinstance(data, dict) and "command" not in data:
-            from workers import RunConfig
+            from gapwatch.workers import RunConfig
 
             old = sorted(set(data) & set(RunConfig.field_names()))
             if old:
@@ -123,7 +122,7 @@ class CommandWorker(Strict):
     @field_validator("names")
     @classmethod
     def _names(cls, v: str) -> str:
-        from correction.name_maps import SOURCES
+        from gapwatch.correction.name_maps import SOURCES
 
         if v != "auto" and v not in SOURCES and not v.endswith((".yaml", ".yml")):
             raise ValueError(

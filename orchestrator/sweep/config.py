@@ -37,14 +37,13 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from gapwatch.orchestrator import rules
+from gapwatch.orchestrator.errors import GapwatchError
+from gapwatch.orchestrator.sweep.command import CommandWorker
+from gapwatch.store import identity
+from gapwatch.workers import RunConfig, codecs, pretrained
+from gapwatch.workers.validation import Float, Int, Strict, check_name, describe
 from pydantic import Field, ValidationError, field_validator, model_validator
-
-from orchestrator import rules
-from orchestrator.errors import GapwatchError
-from orchestrator.sweep.command import CommandWorker
-from store import identity
-from workers import RunConfig, codecs, pretrained
-from workers.validation import Float, Int, Strict, check_name, describe
 
 Scalar = int | float | str | bool
 
@@ -186,7 +185,7 @@ class SweepConfig(Strict):
         """The built-in worker's codecs and corrections must be registered ones."""
         if self.worker is not None:
             return self
-        from correction import strategies
+        from gapwatch.correction import strategies
 
         for i, comp in enumerate(self.compression):
             _named(f"compression.{i}.codec", "codec", comp.codec, codecs.names())

@@ -31,19 +31,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from orchestrator import rules
-from orchestrator.console import console
-from orchestrator.errors import GapwatchError
-from orchestrator.sweep.attempts import Retries, marking_errors
-from orchestrator.sweep.command import command_trainable
-from orchestrator.sweep.config import Sweep, TrialSpec, load_sweep_config
-from orchestrator.sweep.monitor import VOID_RULE, Monitor, void_reason
-from orchestrator.sweep.placement import with_placement
-from orchestrator.sweep.preflight import preflight
-from orchestrator.sweep.progress import ProgressTable, TrialLine, render_table
-from orchestrator.sweep.reach import is_uri, unreached
-from orchestrator.sweep.recorder import FINISHED, Recorder
-from orchestrator.sweep.trainable import trainable
+from gapwatch.orchestrator import rules
+from gapwatch.orchestrator.console import console
+from gapwatch.orchestrator.errors import GapwatchError
+from gapwatch.orchestrator.sweep.attempts import Retries, marking_errors
+from gapwatch.orchestrator.sweep.command import command_trainable
+from gapwatch.orchestrator.sweep.config import Sweep, TrialSpec, load_sweep_config
+from gapwatch.orchestrator.sweep.monitor import VOID_RULE, Monitor, void_reason
+from gapwatch.orchestrator.sweep.placement import with_placement
+from gapwatch.orchestrator.sweep.preflight import preflight
+from gapwatch.orchestrator.sweep.progress import ProgressTable, TrialLine, render_table
+from gapwatch.orchestrator.sweep.reach import is_uri, unreached
+from gapwatch.orchestrator.sweep.recorder import FINISHED, Recorder
+from gapwatch.orchestrator.sweep.trainable import trainable
 
 RAY_RESULTS = Path(".gapwatch") / "ray_results"
 """Where Tune keeps its experiment directories (relative to the working directory)."""
@@ -209,7 +209,7 @@ def _tuner(
 
 def stored_lines(st: Any, sweep_id: int, specs: Sequence[TrialSpec]) -> list[TrialLine]:
     """Every trial as the store has it: status, stop rule and step, latest score and gap."""
-    from correction import names
+    from gapwatch.correction import names
 
     runs = {r.trial_id: r for r in st.runs(sweep_id=sweep_id)}
     latest = st.latest([r.id for r in runs.values()], [names.SCORE_MEAN, names.PROBS_DIFF_MEAN])
@@ -249,7 +249,7 @@ def execute_sweep(
     """
     if train_fn is None:
         train_fn = trainable if sweep.config.worker is None else command_trainable
-    from store import open_store
+    from gapwatch.store import open_store
 
     t0 = time.monotonic()
     cfg = sweep.config

@@ -27,13 +27,12 @@ from typing import Any
 
 import orjson
 import yaml
+from gapwatch.correction import names as N
+from gapwatch.orchestrator.signals import mark_signalled, sigint_ignored, terminated_raises
+from gapwatch.orchestrator.tracked import TrackedRun
+from gapwatch.store import identity
+from gapwatch.store.staleness import this_process
 from rich.markup import escape
-
-from correction import names as N
-from orchestrator.signals import mark_signalled, sigint_ignored, terminated_raises
-from orchestrator.tracked import TrackedRun
-from store import identity
-from store.staleness import this_process
 
 LOCAL_SWEEP = "local"
 """Name of the sweep that holds every run started by ``gapwatch run``."""
@@ -102,7 +101,7 @@ def load_run_config(path: Path | str, overrides: list[str]) -> Any:
 
 def _load(path: Path | str, overrides: list[str]) -> tuple[Any, dict[str, Any] | None]:
     """``(RunConfig, rules settings)`` from the run YAML plus ``key=value`` overrides."""
-    from workers import RunConfig
+    from gapwatch.workers import RunConfig
 
     p = Path(path)
     if not p.is_file():
@@ -161,11 +160,10 @@ def run_local(
     if not store and db_url is not None:
         raise ValueError("--db names a store but --no-store writes none; drop one of them")
 
+    from gapwatch.orchestrator import rules
+    from gapwatch.store import open_store
+    from gapwatch.workers import pretrained, train
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    from orchestrator import rules
-    from store import open_store
-    from workers import pretrained, train
 
     cfg, rules_settings = _load(config_path, overrides or [])
     # built (and so validated) before any work starts

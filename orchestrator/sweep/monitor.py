@@ -41,17 +41,16 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from gapwatch.orchestrator.console import console
+from gapwatch.orchestrator.rules import Decision, RuleSet, Watcher
+from gapwatch.orchestrator.sweep.attempts import new_attempt
+from gapwatch.orchestrator.sweep.trainable import unpack
+from gapwatch.orchestrator.tracked import ControlFeed
+from gapwatch.store.identity import VOID_PAIR
 from ray.tune import Stopper
 
-from orchestrator.console import console
-from orchestrator.rules import Decision, RuleSet, Watcher
-from orchestrator.sweep.attempts import new_attempt
-from orchestrator.sweep.trainable import unpack
-from orchestrator.tracked import ControlFeed
-from store.identity import VOID_PAIR
-
 if TYPE_CHECKING:
-    from orchestrator.sweep.recorder import Recorder
+    from gapwatch.orchestrator.sweep.recorder import Recorder
 
 
 VOID_RULE = VOID_PAIR

@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from orchestrator.sweep.trainable import TRIAL_KEY
+from gapwatch.orchestrator.sweep.trainable import TRIAL_KEY
 
 PLACEMENT_KEY = "gw_placement"
 """Result key: where the trial runs (a dict, see :func:`placement`)."""

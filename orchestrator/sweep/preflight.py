@@ -19,7 +19,7 @@ import json
 from collections.abc import Callable, Sequence
 from typing import Any, Final
 
-from orchestrator.errors import GapwatchError
+from gapwatch.orchestrator.errors import GapwatchError
 
 EPISODES: Final = 64
 """Episodes per probe: at the quick preset's 16% starting success, the chance that 64
@@ -56,10 +56,10 @@ def probe_run(run: dict[str, Any]) -> Any:
     cluster the trials run on nodes that have it (Ray places them). A non-torch sampler
     is probed with the torch one (the same dense weights: whether the policy can score
     does not depend on the engine, and vLLM would take the driver's GPU)."""
-    from workers import RunConfig, devices, envs, formats
-    from workers.loop import make_sampler
-    from workers.model import load_policy
-    from workers.probe import measure
+    from gapwatch.workers import RunConfig, devices, envs, formats
+    from gapwatch.workers.loop import make_sampler
+    from gapwatch.workers.model import load_policy
+    from gapwatch.workers.probe import measure
 
     over = {"compression": "none", "compression_kwargs": {}, "sampler": "torch"}
     cfg = RunConfig.from_dict({**run, **over})

@@ -20,20 +20,18 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from gapwatch.correction import names
+from gapwatch.orchestrator.console import console, plain, shown
+from gapwatch.orchestrator.sweep.monitor import VOID_RULE, void_reason
+from gapwatch.orchestrator.sweep.recorder import key_of
+from gapwatch.orchestrator.sweep.trainable import unpack
 from ray.tune import Callback
 
-from correction import names
-from orchestrator.console import console, plain, shown
-from orchestrator.sweep.monitor import VOID_RULE, void_reason
-from orchestrator.sweep.recorder import key_of
-from orchestrator.sweep.trainable import unpack
-
 if TYPE_CHECKING:
+    from gapwatch.orchestrator.sweep.recorder import Recorder
     from rich.console import Console
     from rich.live import Live
     from rich.table import Table
-
-    from orchestrator.sweep.recorder import Recorder
 
 
 @dataclass

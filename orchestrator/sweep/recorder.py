@@ -34,19 +34,18 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import orjson
+from gapwatch.orchestrator.console import console
+from gapwatch.orchestrator.sweep.attempts import resumes_after
+from gapwatch.orchestrator.sweep.placement import placement_of
+from gapwatch.orchestrator.sweep.trainable import unpack
+from gapwatch.orchestrator.sweep.writer import SPILL_DIR, InlineWriter, Op, ThreadWriter, Writer
+from gapwatch.store import StoreError
+from gapwatch.store.engine import mask, unreachable
 from ray.tune import Callback
 
-from orchestrator.console import console
-from orchestrator.sweep.attempts import resumes_after
-from orchestrator.sweep.placement import placement_of
-from orchestrator.sweep.trainable import unpack
-from orchestrator.sweep.writer import SPILL_DIR, InlineWriter, Op, ThreadWriter, Writer
-from store import StoreError
-from store.engine import mask, unreachable
-
 if TYPE_CHECKING:
-    from orchestrator.rules import Decision
-    from store import Store
+    from gapwatch.orchestrator.rules import Decision
+    from gapwatch.store import Store
 
 FINISHED = ("completed", "stopped")
 """Run statuses a resume does not re-run."""
@@ -198,7 +197,7 @@ class Recorder(Callback):
     def store(self) -> Store:
         """The driver's store: reads, and the run rows made before the sweep starts."""
         if self._store is None:
-            from store import open_store
+            from gapwatch.store import open_store
 
             self._store = open_store(self._url or self.db_url)
         return self._store
@@ -215,7 +214,7 @@ class Recorder(Callback):
         return self._writer
 
     def _make_writer(self) -> Writer:
-        from store import open_store
+        from gapwatch.store import open_store
 
         url = self._url or self.db_url
 
@@ -290,7 +289,7 @@ class Recorder(Callback):
     def stored_stop(self, key: str) -> Decision | None:
         """Trial ``key``'s first stop decision: sent in this driver, or stored by an
         earlier one (None also while the store cannot be reached)."""
-        from orchestrator.rules import Decision
+        from gapwatch.orchestrator.rules import Decision
 
         if key in self._stops:
             return self._stops[key]

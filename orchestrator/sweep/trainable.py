@@ -103,10 +103,9 @@ def trainable(config: dict[str, Any]) -> None:
     taken up from this trial's newest Tune checkpoint (a retry) or else from
     ``spec["restore"]`` (``--resume``) where either is there, saving a checkpoint through
     Tune every ``spec["checkpoint_every"]`` steps."""
+    from gapwatch.workers import RunConfig
+    from gapwatch.workers.loop import GRPORun
     from ray import tune
-
-    from workers import RunConfig
-    from workers.loop import GRPORun
 
     spec = config["spec"]
     restore = spec.get("restore")

@@ -39,8 +39,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, cast
 
-from store import Store, StoreError
-from store.engine import unreachable
+from gapwatch.store import Store, StoreError
+from gapwatch.store.engine import unreachable
 
 Op = list[Any]
 """``[seq, kind, trial key, *args]``: one write, JSON-able (so it can be spilled)."""

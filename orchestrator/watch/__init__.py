@@ -15,9 +15,9 @@ May import: the shared modules of ``orchestrator`` and the packages below; never
 top only, which gives what they use (below) and imports neither the store nor Ray.
 """
 
-from orchestrator.watch.follow import FOLLOW_FORMATS, LogFollower, Step
-from orchestrator.watch.logs import LogError, NameMapper, ReadOptions, open_log, read_log
-from orchestrator.watch.process import end_process_group, hung_line
+from gapwatch.orchestrator.watch.follow import FOLLOW_FORMATS, LogFollower, Step
+from gapwatch.orchestrator.watch.logs import LogError, NameMapper, ReadOptions, open_log, read_log
+from gapwatch.orchestrator.watch.process import end_process_group, hung_line
 
 __all__ = [
     "FOLLOW_FORMATS",

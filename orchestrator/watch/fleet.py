@@ -46,21 +46,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from orchestrator.console import plain
-from orchestrator.errors import GapwatchError
-from orchestrator.rules import Decision, RuleSet
-from orchestrator.tracked import ControlFeed, TrackedRun
-from orchestrator.watch import fleet_layout as L
-from orchestrator.watch.follow import FOLLOW_FORMATS, LogFollower, Step
-from orchestrator.watch.logs import LogError, NameMapper, ReadOptions
-from orchestrator.watch.process import alive, end_process_group, hung_end, hung_line
-from orchestrator.watch.single import (
+from gapwatch.orchestrator.console import plain
+from gapwatch.orchestrator.errors import GapwatchError
+from gapwatch.orchestrator.rules import Decision, RuleSet
+from gapwatch.orchestrator.tracked import ControlFeed, TrackedRun
+from gapwatch.orchestrator.watch import fleet_layout as L
+from gapwatch.orchestrator.watch.follow import FOLLOW_FORMATS, LogFollower, Step
+from gapwatch.orchestrator.watch.logs import LogError, NameMapper, ReadOptions
+from gapwatch.orchestrator.watch.process import alive, end_process_group, hung_end, hung_line
+from gapwatch.orchestrator.watch.single import (
     EXIT_DONE,
     EXIT_HUNG,
     EXIT_STOP_FAILED,
     EXIT_STOPPED,
 )
-from store import Store
+from gapwatch.store import Store
 
 ACTION_RULE = "stop_action"
 """The decisions that record the stop actions' outcomes, ``stop_action/pid_file`` and
@@ -464,7 +464,7 @@ class Fleet:
                 if other.pair == run.pair and feed is not None and other.tracked.watcher:
                     feed.give(other.tracked.watcher, row)
         if not self.told and run.tracked.watcher is not None:
-            from orchestrator.watch.single import _tell_feeds
+            from gapwatch.orchestrator.watch.single import _tell_feeds
 
             self.told = _tell_feeds(run.tracked, run.names, self.say, run.pair in self.controls)
         if stop is None:
@@ -547,7 +547,7 @@ class Fleet:
 def watch_fleet(opts: FleetOptions, db_url: str | None) -> int:
     """Follow every log of the fleet into the store, judge each, act on stops; the exit
     status."""
-    from store import open_store
+    from gapwatch.store import open_store
 
     if opts.fmt not in FOLLOW_FORMATS:
         raise GapwatchError(f"unknown log format {opts.fmt!r}; valid: {', '.join(FOLLOW_FORMATS)}")

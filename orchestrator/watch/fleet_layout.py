@@ -25,7 +25,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from store import identity
+from gapwatch.store import identity
 
 DENSE_WORDS = frozenset({"", "none", "dense"})
 """Codec or correction values that mean "not compressed" / "not corrected"."""

@@ -31,8 +31,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from orchestrator import readers
-from orchestrator.watch.logs import (
+from gapwatch.orchestrator import readers
+from gapwatch.orchestrator.watch.logs import (
     MAX_LINE,
     Entry,
     LogError,

@@ -30,14 +30,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import yaml
-
-from correction import names as N
-from orchestrator import readers
-from orchestrator.readers import MAX_LINE, MAX_STEP, Entry, LogError, ReadOptions
-from orchestrator.readers.jsonl import FLAT_EXAMPLE
+from gapwatch.correction import names as N
+from gapwatch.orchestrator import readers
+from gapwatch.orchestrator.readers import MAX_LINE, MAX_STEP, Entry, LogError, ReadOptions
+from gapwatch.orchestrator.readers.jsonl import FLAT_EXAMPLE
 
 if TYPE_CHECKING:
-    from correction.name_maps import Source
+    from gapwatch.correction.name_maps import Source
 
 __all__ = [
     "FLAT_EXAMPLE",
@@ -260,7 +259,7 @@ def read_log(path: Path | str, fmt: str = "auto", options: ReadOptions | None = 
 def gapwatch_names() -> set[str]:
     """Every metric name gapwatch knows (``correction.names.all_names``: its constants, and
     the per-slice, per-quantile, per-ratio and per-turn names built from them)."""
-    from correction import names as N
+    from gapwatch.correction import names as N
 
     return set(N.all_names())
 
@@ -287,7 +286,7 @@ def load_name_map(path: Path | str) -> dict[str, str]:
         if not isinstance(theirs, str) or not isinstance(ours, str):
             raise LogError(f"name map {path}: {theirs!r}: {ours!r} is not a name: name pair")
         if ours not in valid:
-            from correction import names as N
+            from gapwatch.correction import names as N
 
             listed = sorted(
                 v for k, v in vars(N).items() if k.isupper() and isinstance(v, str) and "/" in v
@@ -312,7 +311,7 @@ class NameMapper:
     map (:func:`load_name_map`), applied before the built-in maps."""
 
     def __init__(self, source: str = "auto") -> None:
-        from correction import name_maps
+        from gapwatch.correction import name_maps
 
         self.user: dict[str, str] = {}
         if source not in ("auto", *name_maps.SOURCES) and (
@@ -337,7 +336,7 @@ class NameMapper:
         (an exporter's prefix, another separator: ``correction.name_maps.resolve``)."""
 
     def __call__(self, row: dict[str, Any]) -> dict[str, Any]:
-        from correction import name_maps
+        from gapwatch.correction import name_maps
 
         out = dict(row)
         for theirs, ours in self.user.items():

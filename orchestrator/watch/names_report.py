@@ -16,10 +16,10 @@ import re
 from pathlib import Path
 from typing import Any
 
-from correction import names as N
-from orchestrator import rules as R
-from orchestrator.readers.base import STEP_ALIASES
-from orchestrator.watch.logs import NameMapper, ReadOptions, gapwatch_names, open_log
+from gapwatch.correction import names as N
+from gapwatch.orchestrator import rules as R
+from gapwatch.orchestrator.readers.base import STEP_ALIASES
+from gapwatch.orchestrator.watch.logs import NameMapper, ReadOptions, gapwatch_names, open_log
 
 _LENGTH = r"(len|length|response|completion|output|eos|max_?tokens)"
 """Words of a length's family (a clip among them is a cut at the length cap)."""
@@ -81,7 +81,7 @@ def names_report(
 
 
 def print_report(r: dict[str, Any]) -> None:
-    from orchestrator.console import console, plain
+    from gapwatch.orchestrator.console import console, plain
 
     con = console()
     out = con.print

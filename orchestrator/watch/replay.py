@@ -22,13 +22,12 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from gapwatch.orchestrator import rules as R
+from gapwatch.orchestrator.console import plain
+from gapwatch.orchestrator.watch.logs import LogReport, NameMapper, ReadOptions, open_log
 from rich.console import Console
 from rich.markup import escape as _escape
 from rich.table import Table
-
-from orchestrator import rules as R
-from orchestrator.console import plain
-from orchestrator.watch.logs import LogReport, NameMapper, ReadOptions, open_log
 
 __all__ = ["ReplayResult", "replay", "replay_cli", "ruleset_for"]
 

@@ -29,14 +29,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from orchestrator.console import plain
-from orchestrator.errors import GapwatchError
-from orchestrator.rules import Decision, RuleSet
-from orchestrator.tracked import TrackedRun
-from orchestrator.watch.follow import FOLLOW_FORMATS, LogFollower, Step
-from orchestrator.watch.logs import LogError, NameMapper, ReadOptions
-from orchestrator.watch.process import alive, end_process_group, hung_end, hung_line
-from store import Store, identity
+from gapwatch.orchestrator.console import plain
+from gapwatch.orchestrator.errors import GapwatchError
+from gapwatch.orchestrator.rules import Decision, RuleSet
+from gapwatch.orchestrator.tracked import TrackedRun
+from gapwatch.orchestrator.watch.follow import FOLLOW_FORMATS, LogFollower, Step
+from gapwatch.orchestrator.watch.logs import LogError, NameMapper, ReadOptions
+from gapwatch.orchestrator.watch.process import alive, end_process_group, hung_end, hung_line
+from gapwatch.store import Store, identity
 
 EXIT_DONE, EXIT_STOPPED, EXIT_STOP_FAILED, EXIT_HUNG = 0, 3, 4, 5
 WATCH_SWEEP = "watch"
@@ -157,7 +157,7 @@ class _Control:
 
 def watch(opts: WatchOptions, db_url: str | None) -> int:
     """Follow ``opts.log`` into the store, judge it, act on a stop; the exit status."""
-    from store import open_store
+    from gapwatch.store import open_store
 
     if opts.fmt not in FOLLOW_FORMATS:
         raise GapwatchError(f"unknown log format {opts.fmt!r}; valid: {', '.join(FOLLOW_FORMATS)}")

@@ -31,10 +31,9 @@ import math
 import numpy as np
 import pytest
 import torch
-
-from correction import diagnostics
-from correction import names as N
-from correction.sketch import LogSketch
+from gapwatch.correction import diagnostics
+from gapwatch.correction import names as N
+from gapwatch.correction.sketch import LogSketch
 
 PT = torch.tensor([[0.6, 0.2, 0.9], [0.1, 0.6, 0.3]], dtype=torch.float64)
 PS = torch.tensor([[0.2, 0.5, 0.9], [0.4, 0.2, 0.7]], dtype=torch.float64)
@@ -185,9 +184,8 @@ def test_gap_by_turn_buckets_rows_by_their_interaction_index() -> None:
     import math
 
     import torch
-
-    from correction import diagnostics
-    from correction import names as N
+    from gapwatch.correction import diagnostics
+    from gapwatch.correction import names as N
 
     ls = torch.log(torch.tensor([[0.5, 0.5], [0.5, 0.5], [0.5, 0.5], [0.5, 0.5]]))
     lt = torch.log(torch.tensor([[0.6, 0.4], [0.5, 0.5], [0.25, 0.5], [0.5, 0.9]]))

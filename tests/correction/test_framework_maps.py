@@ -15,11 +15,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from correction import name_maps
-from correction import names as N
-from orchestrator import rules
-from orchestrator.watch.logs import NameMapper, gapwatch_names
+from gapwatch.correction import name_maps
+from gapwatch.correction import names as N
+from gapwatch.orchestrator import rules
+from gapwatch.orchestrator.watch.logs import NameMapper, gapwatch_names
 
 # slime: a trainer dict (model.py, ``train/*``), the Megatron-side rollout dict and the
 # rollout-side perf dict (rollout_metrics.py); one step's worth, merged.
@@ -338,8 +337,8 @@ def test_the_earlier_detections_stand() -> None:
 
 
 def test_each_source_is_accepted_where_names_are_chosen() -> None:
-    from orchestrator.cli import NAMES_HELP
-    from orchestrator.sweep.command import CommandWorker
+    from gapwatch.orchestrator.cli import NAMES_HELP
+    from gapwatch.orchestrator.sweep.command import CommandWorker
 
     for source in name_maps.SOURCES:
         assert source in NAMES_HELP
@@ -486,9 +485,9 @@ def test_a_real_verl_log_exported_flat_is_judged_as_written() -> None:
     exported as CSV with ``_`` for every ``/``. gapwatch reads it as verl's, maps its
     score, lengths and actor figures, and stops it where it stops the same steps under
     their own names (and the original console log, where fetched)."""
-    from orchestrator import rules
-    from orchestrator.watch.logs import read_log
-    from orchestrator.watch.replay import replay
+    from gapwatch.orchestrator import rules
+    from gapwatch.orchestrator.watch.logs import read_log
+    from gapwatch.orchestrator.watch.replay import replay
 
     log = read_log(VERL_CSV)
     assert log.format == "csv"

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-
-from correction import diagnostics, strategies
+from gapwatch.correction import diagnostics, strategies
 
 
 @pytest.mark.gpu

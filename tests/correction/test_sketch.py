@@ -8,8 +8,7 @@ import math
 import numpy as np
 import pytest
 import torch
-
-from correction.sketch import LogSketch, SketchError
+from gapwatch.correction.sketch import LogSketch, SketchError
 
 
 def test_payload_round_trip_and_json() -> None:

@@ -34,9 +34,8 @@ import pickle
 
 import pytest
 import torch
-
-from correction import names as N
-from correction import strategies
+from gapwatch.correction import names as N
+from gapwatch.correction import strategies
 
 PT = torch.tensor([[0.6, 0.2, 0.9], [0.1, 0.6, 0.3]], dtype=torch.float64)
 PS = torch.tensor([[0.2, 0.5, 0.9], [0.4, 0.2, 0.7]], dtype=torch.float64)

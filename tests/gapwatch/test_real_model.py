@@ -24,8 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from correction import names as N
+from gapwatch.correction import names as N
 
 pytest.importorskip("trl")
 
@@ -37,8 +36,8 @@ CODEC = ("topk", 0.4)  # the smollm2 sweep's strong codec (bench/real_model_benc
 @pytest.fixture(scope="module")
 def worker(smollm2_dir: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """``gapwatch run`` of the smollm2 preset, 2 steps, into a fresh SQLite store."""
-    from orchestrator.sweep.local_run import run_local
-    from store import open_store
+    from gapwatch.orchestrator.sweep.local_run import run_local
+    from gapwatch.store import open_store
 
     work = tmp_path_factory.mktemp("worker")
     cfg = work / "run.yaml"

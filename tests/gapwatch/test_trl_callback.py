@@ -9,9 +9,8 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from correction import names as N
-from store import open_store
+from gapwatch.correction import names as N
+from gapwatch.store import open_store
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "trl_grpo.py"
@@ -92,7 +91,7 @@ def test_sigint_stops_the_run_then_python_raises_keyboardinterrupt(tmp_path: Pat
     import os
     import signal
 
-    from orchestrator.signals import INTERRUPTED
+    from gapwatch.orchestrator.signals import INTERRUPTED
 
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
     cb, _, _ = _begin(tmp_path)

@@ -14,9 +14,8 @@ from typing import Any
 
 import pytest
 import torch
-
-from correction import names as N
-from correction import strategies
+from gapwatch.correction import names as N
+from gapwatch.correction import strategies
 
 pytest.importorskip("trl")
 
@@ -24,13 +23,13 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _trainer(tmp_path: Path, *, codec: str = "none", dtype: str = "float32", **kw: Any) -> Any:
+    from gapwatch.workers import RunConfig
+    from gapwatch.workers.model import ensure_warm_start
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from trl import GRPOConfig
 
     from gapwatch.integrations.trl import GapConfig, GapGRPOTrainer
     from gapwatch.integrations.trl_episodes import ToolEpisodes, episode_reward
-    from workers import RunConfig
-    from workers.model import ensure_warm_start
 
     torch.manual_seed(0)
     path = ensure_warm_start(RunConfig.preset("quick"))
@@ -79,7 +78,7 @@ def test_no_codec_no_mismatch_and_a_codec_a_large_one_post_tool_too(tmp_path: Pa
 def test_the_step_figures_are_those_of_the_whole_step_not_means_of_its_parts(
     tmp_path: Path,
 ) -> None:
-    from correction import diagnostics
+    from gapwatch.correction import diagnostics
 
     trainer = _trainer(tmp_path, codec="topk", args={"gradient_accumulation_steps": 2,
                                                      "steps_per_generation": 2})  # fmt: skip
@@ -214,12 +213,12 @@ def test_trls_own_generation_samples_dense_and_the_trainer_learns_compressed(
     """No rollout_func: TRL's transformers generation runs with the codec off, the sampler's
     log-probs come from a dense forward, the trainer's through the codec."""
     from datasets import Dataset
+    from gapwatch.workers import RunConfig
+    from gapwatch.workers.model import ensure_warm_start
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from trl import GRPOConfig
 
     from gapwatch.integrations.trl import GapConfig, GapGRPOTrainer
-    from workers import RunConfig
-    from workers.model import ensure_warm_start
 
     path = ensure_warm_start(RunConfig.preset("quick"))
     tok = AutoTokenizer.from_pretrained(path, local_files_only=True)

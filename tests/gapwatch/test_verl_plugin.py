@@ -10,9 +10,8 @@ import sys
 
 import pytest
 import torch
-
-from correction import diagnostics
-from correction import names as N
+from gapwatch.correction import diagnostics
+from gapwatch.correction import names as N
 
 verl = pytest.importorskip("verl")
 

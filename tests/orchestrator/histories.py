@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from correction import names as N
+from gapwatch.correction import names as N
 
 Row = dict[str, Any]
 POST, TEXT = N.tail("post_tool", "p95"), N.tail("text", "p95")

@@ -303,7 +303,7 @@ def held_on_second_node(
     those runs. The tests hold their trials at a step (``orchestrator.sweep.trainable.HOLD_ENV``)
     until they have acted on the node, so this waits on the trials' progress, not on the
     clock: ``within`` only bounds a sweep that never gets there."""
-    from store import StoreError, open_store
+    from gapwatch.store import StoreError, open_store
 
     deadline = time.monotonic() + within
     st = None

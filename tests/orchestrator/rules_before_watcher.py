@@ -38,7 +38,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Final, Literal, TypeVar
 
-from correction import names as N
+from gapwatch.correction import names as N
 
 Action = Literal["continue", "warn", "stop"]
 ACTIONS: Final[tuple[Action, ...]] = ("continue", "warn", "stop")

@@ -14,11 +14,10 @@ from typing import Any
 
 import pytest
 import yaml
-
-from orchestrator.sweep.command import set_aside
-from orchestrator.sweep.config import load_sweep_config, parse_sweep_config
-from orchestrator.sweep.driver import execute_sweep
-from store import open_store
+from gapwatch.orchestrator.sweep.command import set_aside
+from gapwatch.orchestrator.sweep.config import load_sweep_config, parse_sweep_config
+from gapwatch.orchestrator.sweep.driver import execute_sweep
+from gapwatch.store import open_store
 
 ROOT = Path(__file__).resolve().parents[2]
 GAPWATCH = Path(sys.executable).with_name("gapwatch")
@@ -191,7 +190,7 @@ def test_the_trl_gap_sweep_stores_the_sliced_tails_and_sketches_of_each_trl_tria
     tmp_path: Path,
 ) -> None:
     pytest.importorskip("trl")
-    from correction import names as N
+    from gapwatch.correction import names as N
 
     overrides = ["seeds=[0]", "steps=3", "correction=[tis]"]
     st, runs = _example_sweep(tmp_path, "sweep-trl-gap.yaml", overrides)

@@ -8,11 +8,10 @@ from pathlib import Path
 
 import pytest
 import yaml
+from gapwatch.orchestrator.cli import app
+from gapwatch.orchestrator.errors import GapwatchError
+from gapwatch.orchestrator.sweep.config import load_sweep_config
 from typer.testing import CliRunner
-
-from orchestrator.cli import app
-from orchestrator.errors import GapwatchError
-from orchestrator.sweep.config import load_sweep_config
 
 ROOT = Path(__file__).resolve().parents[2]
 QUICKSTART = ROOT / "examples" / "quickstart.yaml"
@@ -138,7 +137,7 @@ def test_bad_run_key_validated_by_runconfig(tmp_path: Path) -> None:
 
 
 def test_run_fields_at_the_top_level_or_under_run(tmp_path: Path) -> None:
-    from orchestrator.sweep.config import parse_sweep_config
+    from gapwatch.orchestrator.sweep.config import parse_sweep_config
 
     top = parse_sweep_config({**GOOD, "lr": 1e-4})
     under = parse_sweep_config({**{k: v for k, v in GOOD.items() if k != "steps"},
@@ -218,7 +217,7 @@ def test_expansion_pairs_every_treatment_with_its_seeds_control(tmp_path: Path) 
 
 
 def test_every_spec_is_a_valid_runconfig(tmp_path: Path) -> None:
-    from workers import RunConfig
+    from gapwatch.workers import RunConfig
 
     for s in load_sweep_config(QUICKSTART).trials:
         rc = RunConfig.from_dict(dict(s.run))
@@ -227,11 +226,11 @@ def test_every_spec_is_a_valid_runconfig(tmp_path: Path) -> None:
 
 
 def test_quickstart_shape() -> None:
-    import workers.config
+    from gapwatch.workers import config as worker_config
 
     sweep = load_sweep_config(QUICKSTART)
     cfg = sweep.config
-    quick_codec = getattr(workers.config, "QUICK_CODEC", None)
+    quick_codec = getattr(worker_config, "QUICK_CODEC", None)
     if quick_codec is not None:  # the workers' measured collapsing codec
         assert [(c.codec, c.params) for c in cfg.compression] == [quick_codec]
     corr = {c.name for c in cfg.correction}
@@ -253,7 +252,7 @@ def test_overrides_apply_before_validation(tmp_path: Path) -> None:
 
 
 def test_gpu_resources_put_the_worker_on_cuda(tmp_path: Path) -> None:
-    from orchestrator.sweep.config import parse_sweep_config
+    from gapwatch.orchestrator.sweep.config import parse_sweep_config
 
     sweep = parse_sweep_config({**GOOD, "resources": {"cpus": 1, "gpus": 0.5}})
     assert {s.run["device"] for s in sweep.trials} == {"cuda"}

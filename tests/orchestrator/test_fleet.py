@@ -14,17 +14,16 @@ import time
 from pathlib import Path
 
 import pytest
-
-from orchestrator.watch import fleet_layout as L
-from orchestrator.watch.fleet import (
+from gapwatch.orchestrator.watch import fleet_layout as L
+from gapwatch.orchestrator.watch.fleet import (
     ACTION_RULE,
     FleetOptions,
     ParkedFollower,
     _end_pid,
     watch_fleet,
 )
-from orchestrator.watch.replay import ruleset_for
-from store import open_store
+from gapwatch.orchestrator.watch.replay import ruleset_for
+from gapwatch.store import open_store
 
 ROOT = Path(__file__).resolve().parents[2]
 LOGS = ROOT / "examples" / "logs"

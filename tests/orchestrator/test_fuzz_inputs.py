@@ -8,13 +8,12 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from gapwatch.orchestrator.errors import GapwatchError
+from gapwatch.orchestrator.sweep.config import load_sweep_config
+from gapwatch.orchestrator.watch.follow import LogFollower
+from gapwatch.orchestrator.watch.logs import LogError, read_log
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-from orchestrator.errors import GapwatchError
-from orchestrator.sweep.config import load_sweep_config
-from orchestrator.watch.follow import LogFollower
-from orchestrator.watch.logs import LogError, read_log
 
 SETTINGS = settings(
     max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]

@@ -36,9 +36,8 @@ from typing import Any
 
 import pytest
 import yaml
-
-from store import open_store
-from store.rows import RunRow
+from gapwatch.store import open_store
+from gapwatch.store.rows import RunRow
 
 from .procs import end_nodes, free_port, start_node, wait_started
 

@@ -17,15 +17,14 @@ from typing import Any
 
 import psycopg
 import pytest
+from gapwatch.correction import names as N
+from gapwatch.orchestrator.cli import app
+from gapwatch.orchestrator.rules import Decision
+from gapwatch.orchestrator.sweep.config import parse_sweep_config
+from gapwatch.orchestrator.sweep.driver import execute_sweep
+from gapwatch.orchestrator.sweep.trainable import report_steps
+from gapwatch.store import open_store
 from typer.testing import CliRunner
-
-from correction import names as N
-from orchestrator.cli import app
-from orchestrator.rules import Decision
-from orchestrator.sweep.config import parse_sweep_config
-from orchestrator.sweep.driver import execute_sweep
-from orchestrator.sweep.trainable import report_steps
-from store import open_store
 
 GAPWATCH = Path(sys.executable).with_name("gapwatch")
 SECRET = "Pl4nted-S3cret"
@@ -134,7 +133,7 @@ def test_markup_and_escape_sequences_in_names_are_shown_not_obeyed(tmp_path: Pat
 
 
 def test_a_line_separator_inside_a_json_string_does_not_split_the_line(tmp_path: Path) -> None:
-    from orchestrator.watch.logs import read_log
+    from gapwatch.orchestrator.watch.logs import read_log
 
     log = tmp_path / "u2028.jsonl"
     log.write_text('{"step": 1, "note": "a\u2028b", "critic/score/mean": 0.5}\n', encoding="utf-8")
@@ -172,7 +171,7 @@ def test_json_output_never_holds_an_out_of_range_float(tmp_path: Path) -> None:
     ],
 )
 def test_unbounded_configs_are_refused_in_one_line(change: dict[str, Any], needle: str) -> None:
-    from orchestrator.errors import GapwatchError
+    from gapwatch.orchestrator.errors import GapwatchError
 
     cfg = {"name": "big", "seeds": [0], "compression": [{"codec": "quant", "bits": 2}],
            "correction": ["none"], **change}  # fmt: skip
@@ -243,8 +242,7 @@ def test_postgresql_role_and_port_mistakes_say_what_they_are(pg_user: str) -> No
 
 def test_a_local_sweeps_ray_uses_token_authentication() -> None:
     import ray
-
-    from orchestrator.sweep.driver import init_ray, token_auth_on
+    from gapwatch.orchestrator.sweep.driver import init_ray, token_auth_on
 
     if ray.is_initialized():
         ray.shutdown()

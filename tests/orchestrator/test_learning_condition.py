@@ -13,9 +13,8 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from correction import names as N
-from orchestrator import rules
+from gapwatch.correction import names as N
+from gapwatch.orchestrator import rules
 
 from .histories import Row, healthy
 

@@ -12,11 +12,11 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from gapwatch.store import open_store
+from gapwatch.store.schema import Run
+from gapwatch.store.staleness import this_process
 from sqlalchemy import create_engine, update
 
-from store import open_store
-from store.schema import Run
-from store.staleness import this_process
 from tests.workers.local_runs import start_run
 
 GAPWATCH = Path(sys.executable).with_name("gapwatch")

@@ -10,11 +10,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from correction import name_maps
-from correction import names as N
-from orchestrator import rules
-from orchestrator.watch.logs import NameMapper
+from gapwatch.correction import name_maps
+from gapwatch.correction import names as N
+from gapwatch.orchestrator import rules
+from gapwatch.orchestrator.watch.logs import NameMapper
 
 # Rows as prime-rl writes them (one step: its trainer row, then its orchestrator row), keys
 # from FRAMEWORK_NAMES.md (prime-rl @ 559b4477): agent "agent" as in its unit tests.

@@ -36,10 +36,9 @@ from typing import Any
 
 import pytest
 import yaml
-
-from orchestrator.sweep.trainable import HOLD_ENV
-from store import open_store
-from store.rows import RunRow
+from gapwatch.orchestrator.sweep.trainable import HOLD_ENV
+from gapwatch.store import open_store
+from gapwatch.store.rows import RunRow
 
 from .procs import (
     BIN,

@@ -35,10 +35,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from orchestrator.sweep.trainable import HOLD_ENV
-from store import open_store
-from store.rows import RunRow
+from gapwatch.orchestrator.sweep.trainable import HOLD_ENV
+from gapwatch.store import open_store
+from gapwatch.store.rows import RunRow
 
 from .procs import Cluster, finish_sweep, held_on_second_node, start_sweep, two_nodes
 

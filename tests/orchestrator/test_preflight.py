@@ -8,11 +8,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from orchestrator.errors import GapwatchError
-from orchestrator.sweep.preflight import distinct_runs, preflight, probe_run
-from workers import RunConfig
-from workers.probe import Quality
+from gapwatch.orchestrator.errors import GapwatchError
+from gapwatch.orchestrator.sweep.preflight import distinct_runs, preflight, probe_run
+from gapwatch.workers import RunConfig
+from gapwatch.workers.probe import Quality
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -66,7 +65,7 @@ def test_the_shipped_quick_policy_scores() -> None:
 def test_gapwatch_sweep_with_an_untrained_policy_launches_nothing(tmp_path: Path) -> None:
     db = tmp_path / "p.db"
     out = subprocess.run(
-        [sys.executable, "-m", "orchestrator.cli", "sweep", "examples/quickstart.yaml",
+        [sys.executable, "-m", "gapwatch.orchestrator.cli", "sweep", "examples/quickstart.yaml",
          "--db", f"sqlite:///{db}", "--set", "warm_start_steps=0", "--set", "num_threads=1"],
         cwd=ROOT, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
@@ -75,7 +74,7 @@ def test_gapwatch_sweep_with_an_untrained_policy_launches_nothing(tmp_path: Path
     assert len(lines) == 1, out.stderr
     assert lines[0].startswith("error: preflight: the dense policy (tiny on mul) cannot score: ")
     # nothing launched: no sweep in the store, no Ray started
-    from store import open_store
+    from gapwatch.store import open_store
 
     assert not db.exists() or open_store(f"sqlite:///{db}").sweeps() == []
     assert "ray" not in out.stdout.lower()

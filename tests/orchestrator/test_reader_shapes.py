@@ -10,9 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
-from correction import names as N
-from orchestrator.watch.logs import NameMapper, read_log
+from gapwatch.correction import names as N
+from gapwatch.orchestrator.watch.logs import NameMapper, read_log
 
 
 @pytest.mark.parametrize(
@@ -82,7 +81,7 @@ def test_each_shape_is_read_with_its_step_source_said(
 
 
 def test_a_data_line_without_a_step_is_still_an_error(tmp_path: Path) -> None:
-    from orchestrator.watch.logs import LogError
+    from gapwatch.orchestrator.watch.logs import LogError
 
     path = tmp_path / "m.jsonl"
     path.write_text('{"step": 1, "reward": 0.1}\n{"reward": 0.2}\n')
@@ -91,7 +90,7 @@ def test_a_data_line_without_a_step_is_still_an_error(tmp_path: Path) -> None:
 
 
 def test_arrays_of_other_lengths_or_text_are_not_a_history(tmp_path: Path) -> None:
-    from orchestrator.watch.logs import LogError
+    from gapwatch.orchestrator.watch.logs import LogError
 
     path = tmp_path / "cfg.json"
     path.write_text('{"layers": [1, 2, 3], "names": ["a", "b", "c"]}')
@@ -115,7 +114,7 @@ def _buffered_trl_console(path: Path, summary: bool) -> None:
 def test_dicts_printed_after_a_finished_bar_take_their_steps_from_the_epochs(
     tmp_path: Path,
 ) -> None:
-    from orchestrator.watch.follow import LogFollower
+    from gapwatch.orchestrator.watch.follow import LogFollower
 
     path = tmp_path / "console.log"
     _buffered_trl_console(path, summary=False)
@@ -136,9 +135,8 @@ def test_gapwatch_names_says_what_was_read_mapped_and_decidable_and_drafts_the_r
     import json
 
     import yaml
-
-    from correction import names as N
-    from orchestrator.watch.names_report import names_report, print_report
+    from gapwatch.correction import names as N
+    from gapwatch.orchestrator.watch.names_report import names_report, print_report
 
     path = tmp_path / "metrics.jsonl"
     rows = [{"step": s, "train/agg/effective/agent/reward/mean": 0.3, "mismatch_kl/all/mean": 1e-3,
@@ -162,8 +160,8 @@ def test_gapwatch_names_says_a_name_matched_by_its_separators_and_keeps_drafts_i
     """Issue 37: a real verl run exported with ``_`` for ``/`` (tests/fixtures/logs/
     verl_csv/) is read as verl's, each name matched that way is said so, and a draft
     never offers a clip of the policy loss as the length clip ratio."""
-    from correction import names as N
-    from orchestrator.watch.names_report import guess, names_report, print_report
+    from gapwatch.correction import names as N
+    from gapwatch.orchestrator.watch.names_report import guess, names_report, print_report
 
     fixture = Path(__file__).parents[1] / "fixtures" / "logs" / "verl_csv"
     r = names_report(fixture / "aopd-i80f2v90.head30.flat.csv")
@@ -213,7 +211,7 @@ def test_dicts_pretty_printed_over_several_lines_are_read_whole_and_followed(
     """Oat prints each step's dict with ``pprint``: one key a line. Each is joined and
     read as one entry, its step from ``misc/global_step``; a dict cut by the file's end
     (the trainer still printing it) comes once its last line has."""
-    from orchestrator.watch.follow import LogFollower
+    from gapwatch.orchestrator.watch.follow import LogFollower
 
     path = tmp_path / "oat.log"
     text = _oat_console(range(1, 13))

@@ -13,14 +13,19 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from correction import names as N
-from orchestrator import readers
-from orchestrator.readers.base import LineReader, register
-from orchestrator.sweep.command import CommandWorker
-from orchestrator.watch.follow import LogFollower
-from orchestrator.watch.logs import LogError, NameMapper, ReadOptions, load_name_map, read_log
-from orchestrator.watch.replay import replay_cli
+from gapwatch.correction import names as N
+from gapwatch.orchestrator import readers
+from gapwatch.orchestrator.readers.base import LineReader, register
+from gapwatch.orchestrator.sweep.command import CommandWorker
+from gapwatch.orchestrator.watch.follow import LogFollower
+from gapwatch.orchestrator.watch.logs import (
+    LogError,
+    NameMapper,
+    ReadOptions,
+    load_name_map,
+    read_log,
+)
+from gapwatch.orchestrator.watch.replay import replay_cli
 
 ROOT = Path(__file__).resolve().parents[2]
 TRL = ROOT / "tests" / "fixtures" / "logs" / "trl"
@@ -566,7 +571,7 @@ def test_a_notebook_tables_spaced_slash_is_the_logged_name() -> None:
     """Unsloth's notebook tables draw ``completions/clipped_ratio`` as
     ``completions / clipped_ratio``; read as drawn, the TRL name map (and every length
     rule) missed it on 7 of the corpus's 12 degenerate runs."""
-    from orchestrator.readers.ipynb import column_name, table_entries
+    from gapwatch.orchestrator.readers.ipynb import column_name, table_entries
 
     assert column_name("completions / clipped_ratio") == "completions/clipped_ratio"
     assert column_name(" Training Loss ") == "loss"

@@ -15,16 +15,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from gapwatch.correction import names
+from gapwatch.orchestrator import rules
+from gapwatch.orchestrator.sweep.config import parse_sweep_config
+from gapwatch.orchestrator.sweep.monitor import Monitor
+from gapwatch.orchestrator.sweep.recorder import Recorder
+from gapwatch.orchestrator.sweep.trainable import DISTS_KEY, METRICS_KEY, STEP_KEY, TRIAL_KEY
+from gapwatch.orchestrator.sweep.writer import ThreadWriter
+from gapwatch.store import open_store
 from sqlalchemy import text
-
-from correction import names
-from orchestrator import rules
-from orchestrator.sweep.config import parse_sweep_config
-from orchestrator.sweep.monitor import Monitor
-from orchestrator.sweep.recorder import Recorder
-from orchestrator.sweep.trainable import DISTS_KEY, METRICS_KEY, STEP_KEY, TRIAL_KEY
-from orchestrator.sweep.writer import ThreadWriter
-from store import open_store
 
 from .pg_server import PrivatePostgres
 
@@ -257,7 +256,7 @@ def steady(config: dict[str, Any]) -> None:
     training, is what this test is about)."""
     import time as _t
 
-    from orchestrator.sweep.trainable import report_steps
+    from gapwatch.orchestrator.sweep.trainable import report_steps
 
     class _Res:
         def __init__(self, step: int) -> None:
@@ -283,8 +282,7 @@ def test_a_real_sweep_rides_out_a_postgres_restart(
     import threading
 
     import ray.cloudpickle
-
-    from orchestrator.sweep.driver import execute_sweep
+    from gapwatch.orchestrator.sweep.driver import execute_sweep
 
     ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
     monkeypatch.chdir(tmp_path)  # the spill folder, should one be needed, lands here
@@ -335,7 +333,7 @@ def test_a_status_line_longer_than_the_console_stays_one_line(
 ) -> None:
     """PostgreSQL's 'the database system is shutting down' made the outage line run past
     the console's 160 columns, and it was wrapped in two (found by the restart test)."""
-    from orchestrator.sweep.recorder import _say
+    from gapwatch.orchestrator.sweep.recorder import _say
 
     why = 'connection failed: connection to server at "127.0.0.1", port 5 failed: ' + "x" * 200
     _say(f"store unreachable: {why}; buffering results, retrying")

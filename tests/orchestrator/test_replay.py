@@ -10,11 +10,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from correction import names as N
-from orchestrator import rules
-from orchestrator.watch.logs import LogError, read_log
-from orchestrator.watch.replay import replay, replay_cli, ruleset_for
+from gapwatch.correction import names as N
+from gapwatch.orchestrator import rules
+from gapwatch.orchestrator.watch.logs import LogError, read_log
+from gapwatch.orchestrator.watch.replay import replay, replay_cli, ruleset_for
 
 ROOT = Path(__file__).resolve().parents[2]
 LOGS = ROOT / "examples" / "logs"

@@ -19,15 +19,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from correction import names
-from orchestrator import rules
-from orchestrator.sweep.config import parse_sweep_config
-from orchestrator.sweep.monitor import Monitor
-from orchestrator.sweep.placement import PLACEMENT_KEY
-from orchestrator.sweep.recorder import Recorder
-from orchestrator.sweep.trainable import METRICS_KEY, STEP_KEY, TRIAL_KEY
-from store import open_store
+from gapwatch.correction import names
+from gapwatch.orchestrator import rules
+from gapwatch.orchestrator.sweep.config import parse_sweep_config
+from gapwatch.orchestrator.sweep.monitor import Monitor
+from gapwatch.orchestrator.sweep.placement import PLACEMENT_KEY
+from gapwatch.orchestrator.sweep.recorder import Recorder
+from gapwatch.orchestrator.sweep.trainable import METRICS_KEY, STEP_KEY, TRIAL_KEY
+from gapwatch.store import open_store
 
 from .pg_server import PrivatePostgres
 

@@ -9,10 +9,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from correction import names as N
-from orchestrator import rules
-from orchestrator.sweep.config import load_sweep_config
+from gapwatch.correction import names as N
+from gapwatch.orchestrator import rules
+from gapwatch.orchestrator.sweep.config import load_sweep_config
 
 from .histories import Row, healthy
 from .test_config import GOOD, _cli_error, _write

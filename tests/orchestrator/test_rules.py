@@ -13,11 +13,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from gapwatch.correction import names as N
+from gapwatch.orchestrator import rules
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from correction import names as N
-from orchestrator import rules
 
 from .histories import POST, TEXT, Row, healthy
 

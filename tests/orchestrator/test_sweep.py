@@ -16,11 +16,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from orchestrator.sweep.config import parse_sweep_config
-from orchestrator.sweep.driver import execute_sweep
-from orchestrator.sweep.trainable import Step, report_steps
-from store import open_store
+from gapwatch.orchestrator.sweep.config import parse_sweep_config
+from gapwatch.orchestrator.sweep.driver import execute_sweep
+from gapwatch.orchestrator.sweep.trainable import Step, report_steps
+from gapwatch.store import open_store
 
 CRASHING = "s0-quant_bits2-tis_C2"
 
@@ -34,7 +33,7 @@ def _crash_after(steps: Iterator[Step], at: int, key: str) -> Iterator[Step]:
 
 def faulty_trainable(config: dict[str, Any]) -> None:
     """The built-in trainable, with trial ``CRASHING`` raising after its first step."""
-    from workers import RunConfig, train
+    from gapwatch.workers import RunConfig, train
 
     spec = config["spec"]
     steps = train(RunConfig.from_dict(dict(spec["run"])))

@@ -17,8 +17,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-
-from store import open_store
+from gapwatch.store import open_store
 
 from .procs import end_group, free_port
 

@@ -11,15 +11,14 @@ from typing import Any
 
 import psycopg
 import pytest
-
-from correction import names
-from orchestrator import rules
-from orchestrator.sweep.config import parse_sweep_config
-from orchestrator.sweep.monitor import Monitor
-from orchestrator.sweep.progress import ProgressTable, TrialLine
-from orchestrator.sweep.recorder import Recorder
-from orchestrator.sweep.trainable import METRICS_KEY, STEP_KEY, TRIAL_KEY
-from store import open_store
+from gapwatch.correction import names
+from gapwatch.orchestrator import rules
+from gapwatch.orchestrator.sweep.config import parse_sweep_config
+from gapwatch.orchestrator.sweep.monitor import Monitor
+from gapwatch.orchestrator.sweep.progress import ProgressTable, TrialLine
+from gapwatch.orchestrator.sweep.recorder import Recorder
+from gapwatch.orchestrator.sweep.trainable import METRICS_KEY, STEP_KEY, TRIAL_KEY
+from gapwatch.store import open_store
 
 CFG = {
     "name": "mon",
@@ -183,7 +182,7 @@ def test_a_retried_trial_is_judged_from_its_stored_steps(tmp_path: Path) -> None
     the stored steps 1..4, and the next ``restore_grace`` steps are judged, not acted on
     (a collapse that holds past them is acted on then); a log that merely starts past
     step 1, with nothing stored, is judged at once."""
-    from orchestrator.sweep.placement import PLACEMENT_KEY
+    from gapwatch.orchestrator.sweep.placement import PLACEMENT_KEY
 
     url = f"sqlite:///{tmp_path}/retry.db"
     st = open_store(url)

@@ -20,9 +20,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-
-from correction import names as N
-from store import StoreError, open_store
+from gapwatch.correction import names as N
+from gapwatch.store import StoreError, open_store
 
 BIN = Path(sys.executable).parent
 STEPS = 6
@@ -127,8 +126,8 @@ def test_resume_after_sigkill_has_no_duplicate_or_missing_step(tmp_path: Path) -
         assert after[key].ended == before[key].ended, key
     # The checkpointed trial went on from its checkpoint: its steps up to it were kept as
     # they were, and every step equals an uninterrupted run of the same config
-    from workers import RunConfig
-    from workers.loop import GRPORun
+    from gapwatch.workers import RunConfig
+    from gapwatch.workers.loop import GRPORun
 
     timing = ("perf/step_time_s", "perf/tokens_per_s")
     for r in taken_up:

@@ -16,15 +16,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from correction import names
-from orchestrator import rules
-from orchestrator.sweep.config import parse_sweep_config
-from orchestrator.sweep.driver import execute_sweep, print_summary
-from orchestrator.sweep.monitor import VOID_RULE, Monitor
-from orchestrator.sweep.recorder import Recorder
-from orchestrator.sweep.trainable import METRICS_KEY, STEP_KEY, TRIAL_KEY, report_steps
-from store import open_store
+from gapwatch.correction import names
+from gapwatch.orchestrator import rules
+from gapwatch.orchestrator.sweep.config import parse_sweep_config
+from gapwatch.orchestrator.sweep.driver import execute_sweep, print_summary
+from gapwatch.orchestrator.sweep.monitor import VOID_RULE, Monitor
+from gapwatch.orchestrator.sweep.recorder import Recorder
+from gapwatch.orchestrator.sweep.trainable import METRICS_KEY, STEP_KEY, TRIAL_KEY, report_steps
+from gapwatch.store import open_store
 
 CFG: dict[str, Any] = {
     "name": "void",
@@ -94,7 +93,7 @@ def test_a_report_only_sweep_voids_nothing(tmp_path: Path) -> None:
 
 def nan_control(config: dict[str, Any]) -> None:
     """The built-in trainable, the control's score NaN from step 2."""
-    from workers import RunConfig, train
+    from gapwatch.workers import RunConfig, train
 
     spec = config["spec"]
 
@@ -131,7 +130,7 @@ def test_a_real_sweep_says_the_void_pair_aloud(
     assert "void (control stopped)" in shown and "pair void" in shown
 
     # the UI's sweep page: the warning, and the void runs out of the leaderboard
-    from ui import sweep_model
+    from gapwatch.ui import sweep_model
 
     m = sweep_model.model(url, out.sweep_id)
     assert m is not None and m.void == [f"{reason}: its treatments have no healthy reference"]

@@ -18,13 +18,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from orchestrator import readers
-from orchestrator.readers import wandb as W
-from orchestrator.watch.follow import LogFollower
-from orchestrator.watch.logs import LogError, read_log
-from orchestrator.watch.names_report import names_report
-from orchestrator.watch.replay import replay_cli
+from gapwatch.orchestrator import readers
+from gapwatch.orchestrator.readers import wandb as W
+from gapwatch.orchestrator.watch.follow import LogFollower
+from gapwatch.orchestrator.watch.logs import LogError, read_log
+from gapwatch.orchestrator.watch.names_report import names_report
+from gapwatch.orchestrator.watch.replay import replay_cli
 
 pytest.importorskip("wandb")
 

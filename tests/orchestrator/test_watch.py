@@ -14,11 +14,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from correction import names as N
-from orchestrator.watch.follow import LogFollower
-from orchestrator.watch.logs import LogError
-from store import open_store
+from gapwatch.correction import names as N
+from gapwatch.orchestrator.watch.follow import LogFollower
+from gapwatch.orchestrator.watch.logs import LogError
+from gapwatch.store import open_store
 
 GAPWATCH = Path(sys.executable).with_name("gapwatch")
 WRITER = r"""

@@ -26,12 +26,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from gapwatch.correction import names as N
+from gapwatch.orchestrator import rules
+from gapwatch.orchestrator.watch.logs import read_log
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from correction import names as N
-from orchestrator import rules
-from orchestrator.watch.logs import read_log
 
 from . import rules_before_watcher as before
 from .histories import healthy

@@ -15,13 +15,12 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from correction import names as N
-from orchestrator import rules
-from orchestrator.readers import LogError
-from orchestrator.watch.follow import LogFollower
-from orchestrator.watch.logs import NameMapper, read_log
-from orchestrator.watch.replay import replay
+from gapwatch.correction import names as N
+from gapwatch.orchestrator import rules
+from gapwatch.orchestrator.readers import LogError
+from gapwatch.orchestrator.watch.follow import LogFollower
+from gapwatch.orchestrator.watch.logs import NameMapper, read_log
+from gapwatch.orchestrator.watch.replay import replay
 
 ROOT = Path(__file__).resolve().parents[2]
 LOG = ROOT / "tests" / "fixtures" / "logs" / "xtuner" / "rl_console.log"

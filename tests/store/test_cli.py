@@ -13,9 +13,8 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from store import open_store
-from store.synth import fill
+from gapwatch.store import open_store
+from gapwatch.store.synth import fill
 
 GAPWATCH = str(Path(sys.executable).with_name("gapwatch"))
 

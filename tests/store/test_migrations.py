@@ -12,11 +12,10 @@ from typing import Any
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
+from gapwatch.store import StoreError, open_store
+from gapwatch.store import engine as eng
+from gapwatch.store.schema import Base
 from sqlalchemy import create_engine, inspect, text
-
-from store import StoreError, open_store
-from store import engine as eng
-from store.schema import Base
 
 
 def _engine(url: str):  # type: ignore[no-untyped-def]

@@ -12,9 +12,8 @@ import time
 from datetime import UTC, datetime, timedelta
 
 import pytest
-
-from store import RunRow, Store, open_store
-from store import staleness as S
+from gapwatch.store import RunRow, Store, open_store
+from gapwatch.store import staleness as S
 
 
 def _run(st: Store) -> int:

@@ -14,13 +14,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from gapwatch.correction import names
+from gapwatch.store import Point, Store, StoreError, open_store
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st_
 from sqlalchemy import text
 
-import store
-from correction import names
-from store import Point, Store, StoreError, open_store
+from gapwatch import store
 
 SCORE, GAP = names.SCORE_MEAN, names.PROBS_DIFF_MEAN
 Step = tuple[int, dict[str, float], dict[str, Any]]
@@ -358,7 +358,7 @@ def test_export_run_jsonl_and_csv(st: Store, make_run: Callable[..., int], tmp_p
     rows = (tmp_path / "r.csv").read_text().splitlines()
     assert rows[0] == "step,name,value" and f"2,{SCORE},-0.1" in rows and f"1,{GAP},nan" in rows
     # what `gapwatch replay` reads back is the run's history, in both formats
-    from orchestrator.watch.logs import read_log
+    from gapwatch.orchestrator.watch.logs import read_log
 
     for name in ("r.jsonl", "r.csv"):
         back = read_log(tmp_path / name).rows
@@ -498,7 +498,7 @@ def test_read_only_store_is_safe_across_threads(store_url: str) -> None:
 def test_sqlite_writer_waits_out_a_held_lock_then_says_so(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from store import engine as eng
+    from gapwatch.store import engine as eng
 
     monkeypatch.setattr(eng, "BUSY_TIMEOUT_MS", 100)  # 0.1 s per attempt, 5 attempts
     path = tmp_path / "locked.db"

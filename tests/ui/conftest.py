@@ -21,9 +21,8 @@ from typing import Any
 
 import psycopg
 import pytest
-
-from correction import names
-from store import open_store
+from gapwatch.correction import names
+from gapwatch.store import open_store
 
 PG_HOST, PG_PORT = "127.0.0.1", 5432
 STEPS = 12

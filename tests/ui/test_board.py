@@ -6,10 +6,9 @@ from typing import Any
 
 import pandas as pd
 import pytest
-
-from correction import names
-from store.schema import INTERRUPTED
-from ui import board, data
+from gapwatch.correction import names
+from gapwatch.store.schema import INTERRUPTED
+from gapwatch.ui import board, data
 
 
 def run(rid: int, seed: int, corr: str, score: float, **kw: Any) -> dict[str, Any]:

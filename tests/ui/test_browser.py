@@ -19,6 +19,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from gapwatch.ui.launch import Server, running_server
+from gapwatch.ui.views.compare import ECDF_TITLES, FIGURES
 
 from tools.browser import (
     CHROMIUM,
@@ -29,8 +31,6 @@ from tools.browser import (
     load,
     views,
 )
-from ui.launch import Server, running_server
-from ui.views.compare import ECDF_TITLES, FIGURES
 
 PAIR_VIEWS = len(FIGURES) + 1 + 2 * len(ECDF_TITLES)
 """The compare page over runs with every figure: the figures, the gap by turn, and one ECDF
@@ -169,7 +169,7 @@ def test_failed_and_nan_runs(server: Server, filled: Any, page: Any) -> None:
 def test_cli_refuses_missing_database(tmp_path: Path) -> None:
     missing = tmp_path / "absent.db"
     out = subprocess.run(
-        [sys.executable, "-m", "orchestrator.cli", "ui", "--db", f"sqlite:///{missing}",
+        [sys.executable, "-m", "gapwatch.orchestrator.cli", "ui", "--db", f"sqlite:///{missing}",
          "--port", "1"],
         capture_output=True, text=True, timeout=60,
     )  # fmt: skip
@@ -195,11 +195,11 @@ def test_cli_serves_then_stops_on_sigterm(filled: Any) -> None:
     import urllib.error
     import urllib.request
 
-    from ui.launch import free_port, wait_healthy
+    from gapwatch.ui.launch import free_port, wait_healthy
 
     port = free_port()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "orchestrator.cli", "ui", "--db", filled.url, "--port", str(port)],
+        [sys.executable, "-m", "gapwatch.orchestrator.cli", "ui", "--db", filled.url, "--port", str(port)],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
     )  # fmt: skip
     base = f"http://127.0.0.1:{port}"
@@ -218,7 +218,7 @@ def test_running_sweep_page_refreshes_itself(filled: Any, browser: Any, tmp_path
     import shutil
     import time
 
-    from store import open_store
+    from gapwatch.store import open_store
 
     db = tmp_path / "live.db"
     shutil.copy(filled.url.removeprefix("sqlite:///"), db)
@@ -317,7 +317,7 @@ def test_leaderboard_shows_each_strategy_spread(
 ) -> None:
     """Per strategy, a line from its lowest to its highest run, a tick per run on it and
     the mean between; the table says which strategies overlap."""
-    from ui.sweep_model import SPREAD_TITLE
+    from gapwatch.ui.sweep_model import SPREAD_TITLE
 
     load(page, f"{t_server.url}/sweep?sweep={thresholds.sweep_id}", charts=1,
          views=SWEEP_VIEWS, tables=3)  # fmt: skip
@@ -372,7 +372,7 @@ def test_run_page_download_replays(server: Server, filled: Any, page: Any, tmp_p
     reads it (with the control's, from the second button) as the page's command says."""
     import json
 
-    from store import open_store
+    from gapwatch.store import open_store
 
     rid, ctl = filled.ids["t1_none"], filled.ids["c1"]
     load(page, f"{server.url}/run?run={rid}", charts=2, tables=1)
@@ -393,7 +393,7 @@ def test_run_page_download_replays(server: Server, filled: Any, page: Any, tmp_p
     assert command == f"gapwatch replay run-{rid}.jsonl --control run-{ctl}.jsonl"
     args = command.split()[1:] + ["--json"]
     done = subprocess.run(
-        [sys.executable, "-m", "orchestrator.cli", *args], cwd=tmp_path,
+        [sys.executable, "-m", "gapwatch.orchestrator.cli", *args], cwd=tmp_path,
         capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]

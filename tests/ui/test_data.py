@@ -7,10 +7,9 @@ from typing import Any
 
 import pandas as pd
 import pytest
-
-from correction import names
-from store.schema import INTERRUPTED
-from ui import data
+from gapwatch.correction import names
+from gapwatch.store.schema import INTERRUPTED
+from gapwatch.ui import data
 
 
 def run(rid: int, **kw: Any) -> dict[str, Any]:

@@ -6,8 +6,7 @@ import importlib.util
 from pathlib import Path
 
 import pytest
-
-from ui import locate
+from gapwatch.ui import locate
 
 
 def test_urls_read_as_the_store_reads_them(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -30,6 +29,6 @@ def test_urls_read_as_the_store_reads_them(monkeypatch: pytest.MonkeyPatch) -> N
 
 
 def test_development_tools_are_not_in_the_package() -> None:
-    for name in ("ui.browser", "ui.screenshot"):
+    for name in ("gapwatch.ui.browser", "gapwatch.ui.screenshot"):
         assert importlib.util.find_spec(name) is None, name
     assert importlib.util.find_spec("tools.browser") is not None  # found from the repo root

@@ -10,13 +10,13 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
+from gapwatch.ui import data, source
+from gapwatch.ui.source import ENV_URL
+from gapwatch.ui.sweep_model import SPREAD_TITLE
+from gapwatch.ui.views.compare import ECDF_TITLE, ECDF_TITLES, FIGURES, TURN_TITLE
 from streamlit.testing.v1 import AppTest
 
-import ui
-from ui import data, source
-from ui.source import ENV_URL
-from ui.sweep_model import SPREAD_TITLE
-from ui.views.compare import ECDF_TITLE, ECDF_TITLES, FIGURES, TURN_TITLE
+from gapwatch import ui
 
 STEPS = 12  # as tests/ui/conftest.py writes
 Filled = Any
@@ -289,8 +289,7 @@ def test_fill_is_repeatable(tmp_path: Path, filler: Any) -> None:
 
 def test_hover_frame_has_one_column_per_line() -> None:
     import pandas as pd
-
-    from ui import charts
+    from gapwatch.ui import charts
 
     df = pd.DataFrame(
         {
@@ -334,7 +333,7 @@ def test_missing_postgresql_database_is_one_line(
 def test_run_without_steps_renders_everywhere(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    from store import open_store
+    from gapwatch.store import open_store
 
     url = f"sqlite:///{tmp_path / 'fresh.db'}"
     st = open_store(url)
@@ -429,9 +428,9 @@ def test_run_page_offers_its_log_and_the_replay_command(
 
 
 def test_runs_table_pages_a_large_sweep(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    from store import open_store
-    from store.synth import fill
-    from ui.views.sweep import PAGE_ROWS
+    from gapwatch.store import open_store
+    from gapwatch.store.synth import fill
+    from gapwatch.ui.views.sweep import PAGE_ROWS
 
     url = f"sqlite:///{tmp_path / 'many.db'}"
     st = open_store(url)

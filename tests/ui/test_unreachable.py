@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 import streamlit as st
+from gapwatch.store import open_store
+from gapwatch.ui.source import ENV_URL
 from streamlit.testing.v1 import AppTest
 
-import ui
-from store import open_store
+from gapwatch import ui
 from tests.orchestrator.pg_server import PrivatePostgres
-from ui.source import ENV_URL
 
 APP = str(Path(ui.__file__).with_name("app.py"))
 SECRET = "hunter2"

@@ -5,9 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-
-from workers import RunConfig
-from workers.sampling import Sampler
+from gapwatch.workers import RunConfig
+from gapwatch.workers.sampling import Sampler
 
 
 def small(**over: Any) -> RunConfig:
@@ -18,7 +17,7 @@ def small(**over: Any) -> RunConfig:
 
 def make_sampler(model: Any, tokenizer: Any, cfg: RunConfig) -> Sampler:
     """The config's sampler over ``model``, built as the GRPO loop builds it."""
-    from workers.loop import make_sampler as build
+    from gapwatch.workers.loop import make_sampler as build
 
     return build(cfg, model, tokenizer)
 
@@ -26,6 +25,6 @@ def make_sampler(model: Any, tokenizer: Any, cfg: RunConfig) -> Sampler:
 @pytest.fixture(scope="session")
 def warm_model_dir() -> str:
     """The cached warm-started tiny model (built once, ~1.5 min, on first use)."""
-    from workers.model import ensure_warm_start
+    from gapwatch.workers.model import ensure_warm_start
 
     return str(ensure_warm_start(small()))

@@ -8,7 +8,7 @@ import sys
 import time
 from pathlib import Path
 
-from store import open_store
+from gapwatch.store import open_store
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 GAPWATCH = Path(sys.executable).with_name("gapwatch")

@@ -6,9 +6,8 @@ import itertools
 from pathlib import Path
 
 import pytest
-
-from correction import names as N
-from workers.loop import GRPORun
+from gapwatch.correction import names as N
+from gapwatch.workers.loop import GRPORun
 
 from .conftest import small
 

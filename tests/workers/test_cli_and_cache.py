@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-GAPWATCH = [sys.executable, "-m", "orchestrator.cli"]
+GAPWATCH = [sys.executable, "-m", "gapwatch.orchestrator.cli"]
 
 
 @pytest.mark.slow
@@ -50,8 +50,8 @@ def test_gapwatch_run_end_to_end_and_one_line_errors(tmp_path: Path) -> None:
 
 BUILD = """
 import sys
-from workers import RunConfig
-from workers.model import ensure_warm_start
+from gapwatch.workers import RunConfig
+from gapwatch.workers.model import ensure_warm_start
 cfg = RunConfig.preset("quick", warm_start_steps=3, warm_start_batch=4, warm_start_seed=int(sys.argv[1]),
                        warm_start_min_success=None, warm_start_min_copied=None)
 print("path", ensure_warm_start(cfg))
@@ -86,8 +86,8 @@ def test_concurrent_trials_build_the_warm_start_once(tmp_path: Path) -> None:
 def test_second_env_runs_a_step_from_a_fresh_model(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from correction import names as N
-    from workers import train
+    from gapwatch.correction import names as N
+    from gapwatch.workers import train
 
     from .conftest import small
 

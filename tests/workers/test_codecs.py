@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-
-from workers import codecs
+from gapwatch.workers import codecs
 
 
 def test_none_is_identity() -> None:

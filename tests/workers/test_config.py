@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import pytest
-
-from store import identity
-from workers import RunConfig, codecs, envs, samplers
+from gapwatch.store import identity
+from gapwatch.workers import RunConfig, codecs, envs, samplers
 
 
 def test_presets() -> None:
@@ -113,7 +112,7 @@ def test_yaml_exponent_strings_are_numbers() -> None:
 
 
 def test_public_api_is_pinned() -> None:
-    import workers
+    from gapwatch import workers
 
     assert workers.__all__ == ["RunConfig", "StepResult", "train"]
     assert callable(workers.train) and workers.StepResult.__name__ == "StepResult"

@@ -11,13 +11,12 @@ import random
 
 import pytest
 import torch
-
-from correction import names as N
-from workers import codecs, devices, envs, train
-from workers.config import QUICK_CODEC
-from workers.loop import Trainer, build_rows, group_advantages, token_logps
-from workers.model import encode, load_policy
-from workers.rollout import rollout
+from gapwatch.correction import names as N
+from gapwatch.workers import codecs, devices, envs, train
+from gapwatch.workers.config import QUICK_CODEC
+from gapwatch.workers.loop import Trainer, build_rows, group_advantages, token_logps
+from gapwatch.workers.model import encode, load_policy
+from gapwatch.workers.rollout import rollout
 
 from .conftest import make_sampler, small
 

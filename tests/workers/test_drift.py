@@ -7,9 +7,9 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from correction import names as N
-from workers import train
-from workers.config import QUICK_CODEC
+from gapwatch.correction import names as N
+from gapwatch.workers import train
+from gapwatch.workers.config import QUICK_CODEC
 
 from .conftest import small
 

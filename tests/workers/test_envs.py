@@ -5,9 +5,8 @@ from __future__ import annotations
 import random
 
 import pytest
-
-from workers import envs
-from workers.envs import FORMAT_PENALTY, calculator, parse_action
+from gapwatch.workers import envs
+from gapwatch.workers.envs import FORMAT_PENALTY, calculator, parse_action
 
 
 def test_parse_accepts_the_two_actions() -> None:

@@ -6,10 +6,9 @@ import os
 from pathlib import Path
 
 import pytest
-
-from correction import names as N
-from orchestrator.sweep.local_run import load_run_config, run_local
-from store import identity
+from gapwatch.correction import names as N
+from gapwatch.orchestrator.sweep.local_run import load_run_config, run_local
+from gapwatch.store import identity
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
@@ -64,7 +63,7 @@ def _sqlite(tmp_path: Path) -> str:
 
 
 def test_run_lands_in_the_store(tmp_path: Path) -> None:
-    from store import open_store
+    from gapwatch.store import open_store
 
     url = _sqlite(tmp_path)
     over = ["steps=2", "tasks_per_step=4", "num_threads=1"]
@@ -87,7 +86,7 @@ def test_run_lands_in_the_store(tmp_path: Path) -> None:
 
 
 def test_a_failing_run_is_marked_failed_with_one_line(tmp_path: Path) -> None:
-    from store import open_store
+    from gapwatch.store import open_store
 
     url = _sqlite(tmp_path)
     # device cuda on a machine without one: the run row exists, then training fails
@@ -105,7 +104,7 @@ def test_a_failing_run_is_marked_failed_with_one_line(tmp_path: Path) -> None:
 
 
 def test_compressed_example_uses_the_preset_codec() -> None:
-    from workers.config import QUICK_CODEC
+    from gapwatch.workers.config import QUICK_CODEC
 
     comp = load_run_config(EXAMPLES / "run-compressed.yaml", [])
     assert (comp.compression, comp.compression_kwargs) == QUICK_CODEC
@@ -117,8 +116,7 @@ def test_run_applies_the_rules_with_the_stored_control(tmp_path: Path) -> None:
     run with the decision stored. The stop is forced by a score floor of 2.0 (no run can
     score that), so the test does not depend on when the tiny model collapses."""
     import yaml
-
-    from store import open_store
+    from gapwatch.store import open_store
 
     url = _sqlite(tmp_path)
     over = ["steps=3", "tasks_per_step=4", "num_threads=1"]
@@ -158,9 +156,8 @@ def test_the_log_is_verls_file_logger_line_by_line(tmp_path: Path) -> None:
     """verl/utils/tracking.py's FileLogger: ``open(path, "wb", buffering=0)``, then per step
     ``orjson.dumps({"step": step, "data": data}, option=OPT_SERIALIZE_NUMPY) + b"\\n"``."""
     import numpy as np
-
-    from orchestrator.sweep.local_run import VerlFileLogger
-    from orchestrator.watch.follow import LogFollower
+    from gapwatch.orchestrator.sweep.local_run import VerlFileLogger
+    from gapwatch.orchestrator.watch.follow import LogFollower
 
     path = tmp_path / "out" / "metrics.jsonl"
     path.parent.mkdir()
@@ -184,7 +181,7 @@ def test_the_log_is_verls_file_logger_line_by_line(tmp_path: Path) -> None:
 def test_a_stored_run_writes_the_same_steps_to_its_log(tmp_path: Path) -> None:
     import json
 
-    from store import open_store
+    from gapwatch.store import open_store
 
     url, log = _sqlite(tmp_path), tmp_path / "m.jsonl"
     over = ["steps=2", "tasks_per_step=2", "num_threads=1"]
@@ -234,7 +231,8 @@ def test_a_run_ended_by_sigterm_is_failed_with_the_reason_not_left_running(
 ) -> None:
     import signal
 
-    from store import open_store
+    from gapwatch.store import open_store
+
     from tests.workers.local_runs import start_run
 
     db = f"sqlite:///{tmp_path}/t.db"
@@ -257,8 +255,9 @@ def test_ctrl_c_stops_a_run_with_the_reason_in_one_line(tmp_path: Path) -> None:
     step), the reason stored; one line says so, no traceback, exit 130."""
     import signal
 
-    from orchestrator.signals import INTERRUPTED
-    from store import open_store
+    from gapwatch.orchestrator.signals import INTERRUPTED
+    from gapwatch.store import open_store
+
     from tests.workers.local_runs import start_run
 
     db = f"sqlite:///{tmp_path}/t.db"

@@ -7,13 +7,12 @@ import random
 from typing import Any
 
 import pytest
-
-from workers import RunConfig, envs
-from workers.config import PRESETS
-from workers.model import build_tokenizer, encode
-from workers.rollout import rollout
-from workers.sampling import Generation
-from workers.validation import ConfigError
+from gapwatch.workers import RunConfig, envs
+from gapwatch.workers.config import PRESETS
+from gapwatch.workers.model import build_tokenizer, encode
+from gapwatch.workers.rollout import rollout
+from gapwatch.workers.sampling import Generation
+from gapwatch.workers.validation import ConfigError
 
 
 def play(env: envs.Env, task: envs.Task, actions: list[str]) -> list[envs.Outcome]:

@@ -9,14 +9,13 @@ from typing import Any
 
 import pytest
 import torch
-
-from correction import names as N
-from workers import envs, train
-from workers.config import QUICK_CODEC
-from workers.loop import Trainer, build_rows, group_advantages, token_logps
-from workers.model import build_tokenizer, encode, load_policy
-from workers.rollout import rollout
-from workers.sampling import Generation, Sampler
+from gapwatch.correction import names as N
+from gapwatch.workers import envs, train
+from gapwatch.workers.config import QUICK_CODEC
+from gapwatch.workers.loop import Trainer, build_rows, group_advantages, token_logps
+from gapwatch.workers.model import build_tokenizer, encode, load_policy
+from gapwatch.workers.rollout import rollout
+from gapwatch.workers.sampling import Generation, Sampler
 
 from .conftest import make_sampler, small
 
@@ -276,7 +275,7 @@ def test_a_shared_prefix_read_once_gives_the_same_logps_and_samples() -> None:
     """Worked examples every history shares are read once (their KV cache repeated), in
     the sampler and the trainer: the same tokens, the same log-probs, up to float
     summation order (float32 on both sides here)."""
-    from workers import formats
+    from gapwatch.workers import formats
 
     cfg = small(sampler_dtype="float32")
     model, tok = load_policy(cfg)
@@ -309,7 +308,7 @@ def test_a_shared_prefix_read_once_gives_the_same_logps_and_samples() -> None:
 
 
 def test_train_layers_trains_the_top_layers_only() -> None:
-    from workers.loop import freeze_below
+    from gapwatch.workers.loop import freeze_below
 
     cfg = small(train_layers=1, minibatches=1)
     model, tok = load_policy(cfg)

@@ -13,9 +13,8 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from workers import envs, formats, pretrained
-from workers.cache import INFO_FILE
+from gapwatch.workers import envs, formats, pretrained
+from gapwatch.workers.cache import INFO_FILE
 
 NAME = "smollm2-135m"
 
@@ -67,8 +66,8 @@ def test_a_missing_package_or_reader_is_one_line(monkeypatch: pytest.MonkeyPatch
 
 
 def test_a_model_name_that_is_neither_named_nor_a_directory_is_one_line() -> None:
-    from workers import RunConfig
-    from workers.model import load_policy
+    from gapwatch.workers import RunConfig
+    from gapwatch.workers.model import load_policy
 
     cfg = RunConfig.from_dict({"model": "smollm2", "warm_start_steps": 0})
     with pytest.raises(ValueError) as exc:
@@ -144,7 +143,7 @@ def test_a_template_that_rewrites_messages_is_refused_in_one_line(tok: object) -
 
 
 def test_plain_without_examples_is_the_tiny_models_text_as_before() -> None:
-    from workers.model import build_tokenizer, encode
+    from gapwatch.workers.model import build_tokenizer, encode
 
     tiny, env = build_tokenizer(), envs.get("mul")
     fmt = formats.make(tiny, env, shots=0)

@@ -7,10 +7,9 @@ import random
 
 import pytest
 import torch
-
-from correction import names as N
-from workers import envs, train
-from workers.model import encode, load_policy
+from gapwatch.correction import names as N
+from gapwatch.workers import envs, train
+from gapwatch.workers.model import encode, load_policy
 
 from .conftest import make_sampler, small
 

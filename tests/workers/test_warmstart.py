@@ -11,10 +11,9 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from workers import RunConfig
-from workers import model as M
-from workers.probe import Quality
+from gapwatch.workers import RunConfig
+from gapwatch.workers import model as M
+from gapwatch.workers.probe import Quality
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -91,9 +90,9 @@ def test_a_gated_build_stores_its_figures_beside_the_weights(
 def test_gapwatch_run_says_a_corrupted_shipped_start_in_one_line(tmp_path: Path) -> None:
     """Through the CLI, as a user meets it: a copy of the package whose weights changed."""
     code = (
-        "import sys; from pathlib import Path; from workers import model as M; "
+        "import sys; from pathlib import Path; from gapwatch.workers import model as M; "
         f"M.SHIPPED = Path({str(tmp_path / 'quick')!r}); "
-        "from orchestrator.cli import main; sys.argv = sys.argv[:1] + sys.argv[1:]; main()"
+        "from gapwatch.orchestrator.cli import main; sys.argv = sys.argv[:1] + sys.argv[1:]; main()"
     )
     shutil.copytree(M.SHIPPED, tmp_path / "quick")
     (tmp_path / "quick" / "tokenizer.json").write_text("{}")

@@ -19,9 +19,8 @@ from typing import Any
 
 import pandas as pd
 import streamlit as st
-
-from correction import names
-from ui import charts, data, nav, source
+from gapwatch.correction import names
+from gapwatch.ui import charts, data, nav, source
 
 MAX_RUNS = data.MAX_COMPARE
 ECDF_POINTS = 30  # points per ECDF line (evenly thinned; first and last kept)

@@ -12,9 +12,8 @@ from typing import Any
 
 import pandas as pd
 import streamlit as st
-
-from correction import names
-from ui import charts, data, nav, source
+from gapwatch.correction import names
+from gapwatch.ui import charts, data, nav, source
 
 TREND_POINTS = 60  # points per metric in the table's trend column
 CHART_POINTS = 1000

@@ -21,10 +21,9 @@ from typing import Any
 
 import pandas as pd
 import streamlit as st
-
-from correction import names
-from ui import data, nav, source
-from ui.sweep_model import GAP_POINTS, Model, chart, model
+from gapwatch.correction import names
+from gapwatch.ui import data, nav, source
+from gapwatch.ui.sweep_model import GAP_POINTS, Model, chart, model
 
 RUN_COLUMNS = [
     "run", "status", "stop rule", "stop step", "attempts", "steps used", "budget", "used/budget",

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import streamlit as st
-
-from ui import data, nav, source
+from gapwatch.ui import data, nav, source
 
 
 def body() -> None:

@@ -29,8 +29,7 @@ from typing import Any
 
 import sqlalchemy as sa
 from alembic import op
-
-from store import identity
+from gapwatch.store import identity
 
 revision = "0004"
 down_revision = "0003"

@@ -1,0 +1,5 @@
+"""``python -m gapwatch``: the ``gapwatch`` command."""
+
+from gapwatch.orchestrator.cli import main
+
+main()
