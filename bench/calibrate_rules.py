@@ -38,6 +38,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 import detection_bench as db  # noqa: E402
 from _machine import machine  # noqa: E402
+
 from gapwatch.correction import names as N  # noqa: E402
 from gapwatch.orchestrator import rules  # noqa: E402
 

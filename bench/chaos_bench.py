@@ -65,11 +65,12 @@ sys.path.insert(0, str(ROOT / "bench"))
 sys.path.insert(0, str(ROOT / "tests" / "orchestrator"))
 
 from _machine import machine  # noqa: E402
-from gapwatch.store import Store, StoreError, open_store  # noqa: E402
 from node_loss_bench import stored_twice  # noqa: E402
 from pg_server import PrivatePostgres  # noqa: E402
 from procs import BIN, Cluster, descendants, two_nodes  # noqa: E402
 from sqlalchemy.exc import SQLAlchemyError  # noqa: E402
+
+from gapwatch.store import Store, StoreError, open_store  # noqa: E402
 
 OUT = ROOT / "bench" / "results" / "chaos_bench.md"
 EVENTS = ("trial", "node", "driver", "postgres")

@@ -23,6 +23,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from _machine import machine  # noqa: E402  (bench/ is on sys.path as a script)
+
 from gapwatch.workers import RunConfig  # noqa: E402
 from gapwatch.workers.config import QUICK_CODEC  # noqa: E402
 from gapwatch.workers.loop import GRPORun  # noqa: E402

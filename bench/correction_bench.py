@@ -33,6 +33,7 @@ from pathlib import Path
 import numpy as np
 import torch
 from _machine import machine as machine_line  # noqa: E402  (bench/ is on sys.path as a script)
+
 from gapwatch.correction import diagnostics, strategies
 from gapwatch.correction import names as N
 from gapwatch.correction.sketch import LogSketch

@@ -26,6 +26,7 @@ from pathlib import Path
 
 import torch
 from _machine import bf16_flags, machine  # noqa: E402  (bench/ is on sys.path as a script)
+
 from gapwatch.correction import names as N
 from gapwatch.workers import RunConfig, train
 from gapwatch.workers.model import ensure_warm_start

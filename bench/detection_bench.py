@@ -57,6 +57,7 @@ sys.path.insert(0, str(ROOT / "bench"))  # _machine, also when imported (the smo
 
 import ground_truth  # noqa: E402
 from _machine import machine  # noqa: E402  (bench/ is on sys.path as a script)
+
 from gapwatch.correction import names as N  # noqa: E402
 from gapwatch.orchestrator import rules  # noqa: E402
 from gapwatch.orchestrator.watch.logs import read_log  # noqa: E402

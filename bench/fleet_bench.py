@@ -36,6 +36,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 from _machine import machine  # noqa: E402
+
 from gapwatch.store import open_store  # noqa: E402
 
 OUT = ROOT / "bench" / "results" / "fleet_bench.md"

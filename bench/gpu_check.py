@@ -397,8 +397,9 @@ def _has_vllm() -> bool:
 
 def large_config(shrink: bool) -> Any:
     """The large phase's ``LlamaConfig`` over the built-in character tokenizer."""
-    from gapwatch.workers.model import CHARS, SPECIALS
     from transformers import LlamaConfig
+
+    from gapwatch.workers.model import CHARS, SPECIALS
 
     arch = SHRUNK_ARCH if shrink else LARGE_ARCH
     return LlamaConfig(
@@ -420,8 +421,9 @@ def param_count(shrink: bool) -> int:
 def build_large(work: Path, device: str, shrink: bool) -> Path:
     """Save a randomly initialised large-phase model and the tokenizer to ``work``."""
     import torch
-    from gapwatch.workers.model import build_tokenizer
     from transformers import LlamaForCausalLM
+
+    from gapwatch.workers.model import build_tokenizer
 
     path = work / ("llama-shrunk" if shrink else "llama-300m")
     if (path / "config.json").is_file():
@@ -473,6 +475,7 @@ def run_one(phase: str, mode: str, cfg: Any, out: Path, deadline: float) -> dict
     """Train ``cfg`` until its steps are done or ``deadline`` (monotonic) has passed,
     writing each step as it comes; the run's summary."""
     import torch
+
     from gapwatch.workers import train
 
     cuda = cfg.device.startswith("cuda")
@@ -519,9 +522,10 @@ def run_one(phase: str, mode: str, cfg: Any, out: Path, deadline: float) -> dict
 
 def run_phase(args: argparse.Namespace) -> int:
     """``run PHASE``: the phase's dense and compressed runs, within ``--soft-s`` seconds."""
+    from transformers.utils import logging as hf_logging
+
     from gapwatch.workers import devices
     from gapwatch.workers.model import ensure_warm_start
-    from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()  # a bar per save or load is noise in the logs
     out = Path(args.out)
@@ -756,6 +760,7 @@ def write_reference(out: Path, command: str) -> dict[str, Any]:
     import datetime as dt
 
     from _machine import machine  # bench/ is on sys.path as a script
+
     from gapwatch.correction import names as N
 
     ref: dict[str, Any] = {

@@ -44,13 +44,13 @@ RATIO = 10.0
 def trl_run(mode: str, device: str, steps: int, out: Path) -> dict[str, Any]:
     """One GapGRPOTrainer run on ``device``; its logged steps and what they show."""
     import torch
-    from gapwatch.workers import RunConfig
-    from gapwatch.workers.model import ensure_warm_start
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from trl import GRPOConfig
 
     from gapwatch.integrations.trl_episodes import ToolEpisodes, episode_reward
     from gapwatch.integrations.trl_gap import GapConfig, GapGRPOTrainer  # no store needed
+    from gapwatch.workers import RunConfig
+    from gapwatch.workers.model import ensure_warm_start
 
     torch.manual_seed(0)
     rc = RunConfig.preset("quick")
@@ -97,8 +97,8 @@ def verl_check(device: str) -> dict[str, Any]:
     import types
 
     import torch
-    from gapwatch.correction import diagnostics
 
+    from gapwatch.correction import diagnostics
     from gapwatch.integrations.verl import gap_metrics, slices
 
     g = torch.Generator().manual_seed(0)

@@ -47,6 +47,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from _machine import machine  # noqa: E402  (bench/ is on sys.path as a script)
+
 from gapwatch.correction import names as N  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results"
@@ -208,6 +209,7 @@ def run_one(spec: Spec, grid: Grid, out: Path, gz: bool) -> tuple[str, float]:
 def run_grid(grid: Grid, out: Path, workers: int, gz: bool) -> dict[str, float]:
     """Run every spec that has no history file yet; returns wall seconds per run."""
     import torch
+
     from gapwatch.workers import RunConfig
     from gapwatch.workers.model import ensure_warm_start
 

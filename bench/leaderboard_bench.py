@@ -44,6 +44,7 @@ sys.path.insert(0, str(ROOT / "bench"))  # _machine, detection_bench, also when 
 import detection_bench as db  # noqa: E402
 import ground_truth  # noqa: E402
 from _machine import machine  # noqa: E402
+
 from gapwatch.correction import names as N  # noqa: E402
 from gapwatch.orchestrator import rules  # noqa: E402
 

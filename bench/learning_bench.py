@@ -128,6 +128,7 @@ def run_one(
 def warm_start(preset: str, threads: int, sets: dict[str, Any] | None = None) -> str:
     """Build (or find) the preset's warm start once, before the runs; its line."""
     import torch
+
     from gapwatch.workers.model import INFO_FILE, ensure_warm_start
 
     torch.set_num_threads(threads)

@@ -51,9 +51,10 @@ sys.path.insert(0, str(ROOT / "bench"))
 sys.path.insert(0, str(ROOT / "tests" / "orchestrator"))
 
 from _machine import machine  # noqa: E402
-from gapwatch.store import Store, StoreError, open_store  # noqa: E402
 from procs import BIN, cmdline, descendants, two_nodes  # noqa: E402
 from sqlalchemy import text  # noqa: E402
+
+from gapwatch.store import Store, StoreError, open_store  # noqa: E402
 
 OUT = ROOT / "bench" / "results" / "node_loss_bench.md"
 TRAINER = """

@@ -59,6 +59,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from _machine import machine  # noqa: E402  (bench/ is on sys.path as a script)
+
 from gapwatch.correction import names as N  # noqa: E402
 
 OUT = ROOT / "bench" / "results" / "pipeline_bench.md"
@@ -80,6 +81,7 @@ def step_pool(variants: int = 8) -> list[tuple[dict[str, float], dict[str, Any]]
     """Full metric sets and distribution payloads as the worker reports them: the real
     diagnostics and a real correction strategy over synthetic log-probs (B=64, T=24)."""
     import torch
+
     from gapwatch.correction import diagnostics, strategies
 
     gen = torch.Generator().manual_seed(0)
@@ -277,8 +279,9 @@ def synthetic_trainable(
     config: dict[str, Any], *, pool: list[Any], steps: int, interval: float
 ) -> None:
     """A trial that reports the worker's full figures every ``interval`` s, no model."""
-    from gapwatch.orchestrator.sweep.trainable import pack
     from ray import tune
+
+    from gapwatch.orchestrator.sweep.trainable import pack
 
     spec = config["spec"]
     key, role = spec["trial_key"], spec["role"]

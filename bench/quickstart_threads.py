@@ -24,6 +24,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 from _machine import machine  # noqa: E402
+
 from gapwatch.orchestrator.sweep.config import load_sweep_config  # noqa: E402
 from gapwatch.orchestrator.sweep.driver import execute_sweep  # noqa: E402
 

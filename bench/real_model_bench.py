@@ -43,9 +43,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from gapwatch.correction import names as N  # noqa: E402
-
 from bench._machine import machine as machine_line  # noqa: E402
+from gapwatch.correction import names as N  # noqa: E402
 
 OUT = ROOT / "bench" / "results" / "real_model_bench.md"
 SECTIONS = {
@@ -67,6 +66,7 @@ def step1_batch(threads: int, tasks: int, seed: int) -> tuple[Any, Any, Any]:
     """The smollm2 preset's run (dense), one step's episodes played by its sampler, and
     their rows: ``(run, trajectories, rows)``."""
     import torch
+
     from gapwatch.workers import RunConfig
     from gapwatch.workers.loop import GRPORun, build_rows
     from gapwatch.workers.rollout import rollout
@@ -123,6 +123,7 @@ def screen_part(overrides: list[str], steps: int, threads: int, old: str | None)
     """One run of the smollm2 preset with ``overrides`` (``key=value``); its row is added
     to the rows earlier screens left in the section."""
     import yaml
+
     from gapwatch.workers import RunConfig, train
 
     over = {k: yaml.safe_load(v) for k, _, v in (o.partition("=") for o in overrides)}
@@ -171,6 +172,7 @@ def midpoints(model: Any) -> str:
 
 def codecs_part(threads: int, tasks: int) -> list[str]:
     import torch
+
     from gapwatch.correction import diagnostics
     from gapwatch.workers import codecs
     from gapwatch.workers.loop import at_rows, token_logps
@@ -216,6 +218,7 @@ def codecs_part(threads: int, tasks: int) -> list[str]:
 def outliers(model: Any, trajs: list[Any], dev: Any) -> list[str]:
     """The dense hidden states' outliers and what top-k and absmax quantisation keep."""
     import torch
+
     from gapwatch.workers import codecs
 
     layers = codecs.decoder_layers(model)
@@ -281,6 +284,7 @@ def doors_part(threads: int) -> list[str]:
     import tempfile
 
     import torch
+
     from gapwatch.workers import RunConfig, train
 
     tasks, codec = 8, ("topk", 0.4)

@@ -39,6 +39,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from _machine import machine  # noqa: E402  (bench/ is on sys.path when run as a script)
+
 from gapwatch.store import Store, open_store, reads  # noqa: E402
 from gapwatch.store.synth import fill, metric_names  # noqa: E402
 

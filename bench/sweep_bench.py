@@ -29,11 +29,12 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from _machine import machine as machine_line  # noqa: E402  (bench/ is on sys.path as a script)
+from ground_truth import COLLAPSED_BELOW, fate  # noqa: E402
+
 from gapwatch.correction import names  # noqa: E402
 from gapwatch.orchestrator.sweep.config import load_sweep_config  # noqa: E402
 from gapwatch.orchestrator.sweep.driver import SweepOutcome, execute_sweep  # noqa: E402
 from gapwatch.store import open_store  # noqa: E402
-from ground_truth import COLLAPSED_BELOW, fate  # noqa: E402
 
 MAX_LAG = 2
 """A collapsing treatment must be stopped no later than this many steps after its

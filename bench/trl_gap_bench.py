@@ -38,9 +38,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from gapwatch.correction import names as N  # noqa: E402
-
 from bench._machine import machine as machine_line  # noqa: E402
+from gapwatch.correction import names as N  # noqa: E402
 
 
 def _ground_truth() -> Any:
@@ -137,13 +136,13 @@ def sweep_part(work: Path) -> list[str]:
 
 def overhead_part(steps: int, blocks: int, work: Path) -> list[str]:
     import torch
-    from gapwatch.workers import RunConfig
-    from gapwatch.workers.model import ensure_warm_start
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from trl import GRPOConfig, GRPOTrainer
 
     from gapwatch.integrations.trl import GapConfig, GapGRPOTrainer
     from gapwatch.integrations.trl_episodes import ToolEpisodes, episode_reward
+    from gapwatch.workers import RunConfig
+    from gapwatch.workers.model import ensure_warm_start
 
     torch.set_num_threads(1)
     path = ensure_warm_start(RunConfig.preset("quick"))

@@ -48,11 +48,11 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from _machine import machine  # noqa: E402  (bench/ is on sys.path when run as a script)
+
 from gapwatch.correction import names  # noqa: E402
 from gapwatch.store import Store, open_store  # noqa: E402
 from gapwatch.ui.launch import running_server  # noqa: E402
 from gapwatch.ui.locate import TTL_S  # noqa: E402
-
 from tools.browser import VIEWPORT, chromium, load  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results" / "ui_bench.md"

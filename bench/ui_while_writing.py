@@ -30,11 +30,11 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from _machine import machine  # noqa: E402
 from driver_sim import simulate  # noqa: E402
+from pipeline_bench import step_pool, synthetic_row  # noqa: E402
+
 from gapwatch.store import open_store  # noqa: E402
 from gapwatch.ui.launch import running_server  # noqa: E402
 from gapwatch.ui.locate import TTL_S  # noqa: E402
-from pipeline_bench import step_pool, synthetic_row  # noqa: E402
-
 from tools.browser import VIEWPORT, chromium, drawn_state, load  # noqa: E402
 
 OUT = ROOT / "bench" / "results" / "ui_while_writing.md"

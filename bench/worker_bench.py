@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from _machine import machine  # noqa: E402  (bench/ is on sys.path as a script)
+
 from gapwatch.correction import names as N
 from gapwatch.workers import RunConfig, train
 from gapwatch.workers.config import QUICK_CODEC

@@ -36,6 +36,7 @@ from typing import Any
 
 import numpy as np
 import torch
+
 from gapwatch.correction import names as N
 from gapwatch.correction.inputs import Tensorish, as_bool, prepare
 from gapwatch.correction.sketch import LogSketch, bincount

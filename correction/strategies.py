@@ -50,6 +50,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 import torch
+
 from gapwatch.correction import names as N
 from gapwatch.correction.inputs import Tensorish, prepare
 

@@ -102,12 +102,12 @@ def build(args: argparse.Namespace) -> tuple[Any, Any]:
     """The ``GapGRPOTrainer`` and its ``GapwatchCallback`` that ``args`` describe."""
     import torch
     import yaml
-    from gapwatch.workers import RunConfig, pretrained
-    from gapwatch.workers.loop import freeze_below
-    from gapwatch.workers.model import ensure_warm_start, source_dir
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from gapwatch.integrations.trl import GapwatchCallback
+    from gapwatch.workers import RunConfig, pretrained
+    from gapwatch.workers.loop import freeze_below
+    from gapwatch.workers.model import ensure_warm_start, source_dir
 
     given = (("keep", args.keep), ("bits", args.bits))
     # the dense control is labelled with the sweep's placeholders too: no strength for none

@@ -29,11 +29,10 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from gapwatch.integrations.trl import GapwatchCallback  # noqa: E402
 from gapwatch.workers import RunConfig, codecs, envs  # noqa: E402
 from gapwatch.workers.envs import FORMAT_PENALTY, observation_text, parse_action  # noqa: E402
 from gapwatch.workers.model import ensure_warm_start  # noqa: E402
-
-from gapwatch.integrations.trl import GapwatchCallback  # noqa: E402
 
 
 def prompts(n: int, seed: int) -> list[dict[str, str]]:

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
 import typer
+
 from gapwatch.orchestrator.signals import Terminated
 
 app = typer.Typer(

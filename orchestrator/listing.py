@@ -12,10 +12,11 @@ from __future__ import annotations
 from collections import Counter
 from datetime import UTC, datetime
 
+from rich.table import Table
+
 from gapwatch.correction import names
 from gapwatch.store import open_store
 from gapwatch.store.staleness import STALE_FLOOR_S, STALE_STEPS, shown_status
-from rich.table import Table
 
 from .console import console as make_console
 from .console import plain, shown

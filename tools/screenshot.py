@@ -19,7 +19,6 @@ from typing import Any
 from gapwatch.ui import data
 from gapwatch.ui.launch import check, running_server
 from gapwatch.ui.locate import UIError, resolve
-
 from tools.browser import VIEWPORT, BrowserError, chromium, load
 
 PAIR_VIEWS = 8  # six figures and two ECDFs, in one chart

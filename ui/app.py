@@ -9,6 +9,7 @@ every metric, config and decisions. The store is only read.
 from __future__ import annotations
 
 import streamlit as st
+
 from gapwatch.ui import nav, source
 
 st.set_page_config(page_title="gapwatch", layout="wide")

@@ -21,6 +21,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pandas as pd
+
 from gapwatch.ui.data import steps_survived, stopped_by_rule
 
 CONTROL = "dense control"

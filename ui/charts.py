@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+
 from gapwatch.ui import labels
 
 HEIGHT = 300

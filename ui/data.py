@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+
 from gapwatch.correction import names
 from gapwatch.store.schema import INTERRUPTED, RUN_STATUSES
 

@@ -14,10 +14,11 @@ import os
 import sys
 from pathlib import Path
 
+from sqlalchemy.engine import URL
+
 from gapwatch.store import StoreError
 from gapwatch.store.engine import display, mask, resolve_url, unreachable
 from gapwatch.store.engine import sqlite_path as _sqlite_file
-from sqlalchemy.engine import URL
 
 ENV_URL = "GAPWATCH_UI_DB_URL"
 """Environment variable ``ui.launch.serve`` passes the store URL in."""

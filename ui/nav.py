@@ -14,8 +14,9 @@ from collections.abc import Callable, Iterable
 from datetime import timedelta
 
 import streamlit as st
-from gapwatch.ui.locate import REFRESH_S, UIError, db_url, unreachable_line
 from sqlalchemy.exc import SQLAlchemyError
+
+from gapwatch.ui.locate import REFRESH_S, UIError, db_url, unreachable_line
 
 SWEEPS = "views/sweeps.py"
 SWEEP = "views/sweep.py"

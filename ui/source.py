@@ -16,6 +16,7 @@ from typing import Any
 
 import pandas as pd
 import streamlit as st
+
 from gapwatch.ui import data
 from gapwatch.ui.locate import (
     ENV_URL,

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import pandas as pd
+
 from gapwatch.ui.board import CONTROL, RAN_TO_END, spans_decades
 from gapwatch.ui.charts import (
     CONFIG,

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 import streamlit as st
+
 from gapwatch.correction import names
 from gapwatch.store.identity import VOID_PAIR
 from gapwatch.ui import board, charts, data, source, sweep_charts

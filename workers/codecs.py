@@ -18,8 +18,9 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
-from gapwatch.workers.registry import Registry
 from torch import nn
+
+from gapwatch.workers.registry import Registry
 
 Codec = Callable[[torch.Tensor], torch.Tensor]
 

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from typing import Any, Final, Literal
 
+from pydantic import Field, ValidationError, field_validator, model_validator
+
 from gapwatch.workers import codecs, envs, samplers
 from gapwatch.workers.sampling import DTYPE
 from gapwatch.workers.validation import (
@@ -27,7 +29,6 @@ from gapwatch.workers.validation import (
     resolve_params,
     unknown_keys,
 )
-from pydantic import Field, ValidationError, field_validator, model_validator
 
 DTYPES: Final = tuple(DTYPE)
 Dtype = Literal["float32", "bfloat16", "float16"]

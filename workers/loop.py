@@ -34,6 +34,8 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from torch import nn
+
 from gapwatch.correction import diagnostics, strategies
 from gapwatch.correction import names as N
 from gapwatch.workers import checkpoint, codecs, devices, envs, formats, samplers
@@ -41,7 +43,6 @@ from gapwatch.workers.config import RunConfig
 from gapwatch.workers.model import load_policy
 from gapwatch.workers.rollout import Trajectory, rollout
 from gapwatch.workers.sampling import Sampler, lm_forward
-from torch import nn
 
 
 @dataclass

@@ -38,12 +38,6 @@ from pathlib import Path
 from typing import Any, Final
 
 import torch
-from gapwatch.workers import envs, pretrained
-from gapwatch.workers.cache import INFO_FILE, cache_root
-from gapwatch.workers.cache import saved_once as _saved_once
-from gapwatch.workers.config import RunConfig
-from gapwatch.workers.sampling import DTYPE
-from gapwatch.workers.tokens import encode  # also imported from here by callers
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers
 from transformers import (
     AutoModelForCausalLM,
@@ -53,6 +47,13 @@ from transformers import (
     PreTrainedTokenizerFast,
 )
 from transformers.utils import logging as hf_logging
+
+from gapwatch.workers import envs, pretrained
+from gapwatch.workers.cache import INFO_FILE, cache_root
+from gapwatch.workers.cache import saved_once as _saved_once
+from gapwatch.workers.config import RunConfig
+from gapwatch.workers.sampling import DTYPE
+from gapwatch.workers.tokens import encode  # also imported from here by callers
 
 WARMSTART_VERSION: Final = 3
 """Bump when warm-start code changes, so stale caches are not reused."""

@@ -20,9 +20,10 @@ import copy
 from typing import Any
 
 import torch
+from torch import nn
+
 from gapwatch.workers.registry import Registry
 from gapwatch.workers.sampling import DTYPE, Generation, Sampler, lm_forward
-from torch import nn
 
 _REGISTRY: Registry[Sampler] = Registry("sampler")
 register = _REGISTRY.register

@@ -19,8 +19,9 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-from gapwatch.workers.sampling import Generation
 from torch import nn
+
+from gapwatch.workers.sampling import Generation
 
 
 class WeightLoader:

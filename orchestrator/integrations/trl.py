@@ -36,6 +36,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from transformers import TrainerCallback
+
 from gapwatch.orchestrator import rules as R
 from gapwatch.orchestrator.rules import Decision, RuleSet
 from gapwatch.orchestrator.signals import EndRelay, mark_signalled
@@ -43,7 +45,6 @@ from gapwatch.orchestrator.tracked import TrackedRun
 from gapwatch.orchestrator.watch import NameMapper
 from gapwatch.store import identity, open_store
 from gapwatch.store.staleness import this_process
-from transformers import TrainerCallback
 
 __all__ = ["GapConfig", "GapGRPOTrainer", "GapwatchCallback"]  # noqa: F822 (lazy, below)
 

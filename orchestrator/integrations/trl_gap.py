@@ -48,6 +48,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import torch
+
 from gapwatch.correction import diagnostics, strategies
 from gapwatch.correction import names as N
 from gapwatch.correction.sketch import LogSketch

@@ -45,6 +45,7 @@ import os
 from typing import Any
 
 import torch
+
 from gapwatch.correction import diagnostics
 from gapwatch.correction import names as N
 

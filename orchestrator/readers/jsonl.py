@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+
 from gapwatch.orchestrator.readers.base import (
     STEP_ALIASES,
     Entry,

@@ -13,9 +13,10 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Final, Literal, TypeVar
 
-from gapwatch.workers.validation import Int, check_name, describe, unknown_keys
 from pydantic import ConfigDict, Field, ValidationError
 from pydantic.dataclasses import dataclass as checked
+
+from gapwatch.workers.validation import Int, check_name, describe, unknown_keys
 
 Action = Literal["continue", "warn", "stop"]
 ACTIONS: Final[tuple[Action, ...]] = ("continue", "warn", "stop")

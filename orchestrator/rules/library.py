@@ -27,6 +27,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from pydantic import Field, field_validator
+from pydantic.dataclasses import dataclass as checked
+
 from gapwatch.correction import names as N
 from gapwatch.orchestrator.rules.base import (
     CHECKED,
@@ -44,8 +47,6 @@ from gapwatch.orchestrator.rules.base import (
     value,
 )
 from gapwatch.workers.validation import Float, Int, check_name
-from pydantic import Field, field_validator
-from pydantic.dataclasses import dataclass as checked
 
 
 def spread(row: Row) -> float | None:

@@ -48,12 +48,13 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from gapwatch.orchestrator.console import console
-from gapwatch.orchestrator.sweep.placement import placement_of
-from gapwatch.orchestrator.sweep.trainable import STEP_KEY, TRIAL_KEY
 from ray.core.generated.common_pb2 import NodeDeathInfo  # type: ignore[attr-defined]
 from ray.train.constants import RAY_TRAIN_COUNT_PREEMPTION_AS_FAILURE
 from ray.tune import Callback
+
+from gapwatch.orchestrator.console import console
+from gapwatch.orchestrator.sweep.placement import placement_of
+from gapwatch.orchestrator.sweep.trainable import STEP_KEY, TRIAL_KEY
 
 ERROR_KEY = "gw_error"
 """Result key: the trial's own code raised (the error's type); do not retry it."""

@@ -39,6 +39,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pydantic import Field, field_validator, model_validator
+
 from gapwatch.orchestrator.sweep.trainable import pack
 from gapwatch.orchestrator.watch import (
     FOLLOW_FORMATS,
@@ -49,7 +51,6 @@ from gapwatch.orchestrator.watch import (
     hung_line,
 )
 from gapwatch.workers.validation import Float, Strict
-from pydantic import Field, field_validator, model_validator
 
 # Started in the child before the trainer: set its parent-death signal to SIGKILL, then
 # become the trainer (prctl(PR_SET_PDEATHSIG=1, SIGKILL=9); a parent already gone: exit).

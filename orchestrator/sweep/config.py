@@ -37,13 +37,14 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from pydantic import Field, ValidationError, field_validator, model_validator
+
 from gapwatch.orchestrator import rules
 from gapwatch.orchestrator.errors import GapwatchError
 from gapwatch.orchestrator.sweep.command import CommandWorker
 from gapwatch.store import identity
 from gapwatch.workers import RunConfig, codecs, pretrained
 from gapwatch.workers.validation import Float, Int, Strict, check_name, describe
-from pydantic import Field, ValidationError, field_validator, model_validator
 
 Scalar = int | float | str | bool
 

@@ -27,12 +27,13 @@ from typing import Any
 
 import orjson
 import yaml
+from rich.markup import escape
+
 from gapwatch.correction import names as N
 from gapwatch.orchestrator.signals import mark_signalled, sigint_ignored, terminated_raises
 from gapwatch.orchestrator.tracked import TrackedRun
 from gapwatch.store import identity
 from gapwatch.store.staleness import this_process
-from rich.markup import escape
 
 LOCAL_SWEEP = "local"
 """Name of the sweep that holds every run started by ``gapwatch run``."""
@@ -160,10 +161,11 @@ def run_local(
     if not store and db_url is not None:
         raise ValueError("--db names a store but --no-store writes none; drop one of them")
 
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
     from gapwatch.orchestrator import rules
     from gapwatch.store import open_store
     from gapwatch.workers import pretrained, train
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     cfg, rules_settings = _load(config_path, overrides or [])
     # built (and so validated) before any work starts

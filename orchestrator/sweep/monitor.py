@@ -41,13 +41,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ray.tune import Stopper
+
 from gapwatch.orchestrator.console import console
 from gapwatch.orchestrator.rules import Decision, RuleSet, Watcher
 from gapwatch.orchestrator.sweep.attempts import new_attempt
 from gapwatch.orchestrator.sweep.trainable import unpack
 from gapwatch.orchestrator.tracked import ControlFeed
 from gapwatch.store.identity import VOID_PAIR
-from ray.tune import Stopper
 
 if TYPE_CHECKING:
     from gapwatch.orchestrator.sweep.recorder import Recorder

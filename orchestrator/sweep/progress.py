@@ -20,18 +20,20 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ray.tune import Callback
+
 from gapwatch.correction import names
 from gapwatch.orchestrator.console import console, plain, shown
 from gapwatch.orchestrator.sweep.monitor import VOID_RULE, void_reason
 from gapwatch.orchestrator.sweep.recorder import key_of
 from gapwatch.orchestrator.sweep.trainable import unpack
-from ray.tune import Callback
 
 if TYPE_CHECKING:
-    from gapwatch.orchestrator.sweep.recorder import Recorder
     from rich.console import Console
     from rich.live import Live
     from rich.table import Table
+
+    from gapwatch.orchestrator.sweep.recorder import Recorder
 
 
 @dataclass

@@ -34,6 +34,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import orjson
+from ray.tune import Callback
+
 from gapwatch.orchestrator.console import console
 from gapwatch.orchestrator.sweep.attempts import resumes_after
 from gapwatch.orchestrator.sweep.placement import placement_of
@@ -41,7 +43,6 @@ from gapwatch.orchestrator.sweep.trainable import unpack
 from gapwatch.orchestrator.sweep.writer import SPILL_DIR, InlineWriter, Op, ThreadWriter, Writer
 from gapwatch.store import StoreError
 from gapwatch.store.engine import mask, unreachable
-from ray.tune import Callback
 
 if TYPE_CHECKING:
     from gapwatch.orchestrator.rules import Decision

@@ -103,9 +103,10 @@ def trainable(config: dict[str, Any]) -> None:
     taken up from this trial's newest Tune checkpoint (a retry) or else from
     ``spec["restore"]`` (``--resume``) where either is there, saving a checkpoint through
     Tune every ``spec["checkpoint_every"]`` steps."""
+    from ray import tune
+
     from gapwatch.workers import RunConfig
     from gapwatch.workers.loop import GRPORun
-    from ray import tune
 
     spec = config["spec"]
     restore = spec.get("restore")

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import yaml
+
 from gapwatch.correction import names as N
 from gapwatch.orchestrator import readers
 from gapwatch.orchestrator.readers import MAX_LINE, MAX_STEP, Entry, LogError, ReadOptions

@@ -22,12 +22,13 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from gapwatch.orchestrator import rules as R
-from gapwatch.orchestrator.console import plain
-from gapwatch.orchestrator.watch.logs import LogReport, NameMapper, ReadOptions, open_log
 from rich.console import Console
 from rich.markup import escape as _escape
 from rich.table import Table
+
+from gapwatch.orchestrator import rules as R
+from gapwatch.orchestrator.console import plain
+from gapwatch.orchestrator.watch.logs import LogReport, NameMapper, ReadOptions, open_log
 
 __all__ = ["ReplayResult", "replay", "replay_cli", "ruleset_for"]
 

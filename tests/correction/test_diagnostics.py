@@ -31,6 +31,7 @@ import math
 import numpy as np
 import pytest
 import torch
+
 from gapwatch.correction import diagnostics
 from gapwatch.correction import names as N
 from gapwatch.correction.sketch import LogSketch
@@ -184,6 +185,7 @@ def test_gap_by_turn_buckets_rows_by_their_interaction_index() -> None:
     import math
 
     import torch
+
     from gapwatch.correction import diagnostics
     from gapwatch.correction import names as N
 

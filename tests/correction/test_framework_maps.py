@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from gapwatch.correction import name_maps
 from gapwatch.correction import names as N
 from gapwatch.orchestrator import rules

@@ -6,12 +6,13 @@ import math
 
 import numpy as np
 import torch
-from gapwatch.correction import diagnostics, strategies
-from gapwatch.correction import names as N
-from gapwatch.correction.sketch import LogSketch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
+
+from gapwatch.correction import diagnostics, strategies
+from gapwatch.correction import names as N
+from gapwatch.correction.sketch import LogSketch
 
 SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 ALL = strategies.names()

@@ -8,6 +8,7 @@ import math
 import numpy as np
 import pytest
 import torch
+
 from gapwatch.correction.sketch import LogSketch, SketchError
 
 

@@ -34,6 +34,7 @@ import pickle
 
 import pytest
 import torch
+
 from gapwatch.correction import names as N
 from gapwatch.correction import strategies
 

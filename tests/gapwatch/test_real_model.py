@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from gapwatch.correction import names as N
 
 pytest.importorskip("trl")

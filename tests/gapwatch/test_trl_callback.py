@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from gapwatch.correction import names as N
 from gapwatch.store import open_store
 

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 import torch
+
 from gapwatch.correction import names as N
 from gapwatch.correction import strategies
 
@@ -23,13 +24,13 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _trainer(tmp_path: Path, *, codec: str = "none", dtype: str = "float32", **kw: Any) -> Any:
-    from gapwatch.workers import RunConfig
-    from gapwatch.workers.model import ensure_warm_start
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from trl import GRPOConfig
 
     from gapwatch.integrations.trl import GapConfig, GapGRPOTrainer
     from gapwatch.integrations.trl_episodes import ToolEpisodes, episode_reward
+    from gapwatch.workers import RunConfig
+    from gapwatch.workers.model import ensure_warm_start
 
     torch.manual_seed(0)
     path = ensure_warm_start(RunConfig.preset("quick"))
@@ -213,12 +214,12 @@ def test_trls_own_generation_samples_dense_and_the_trainer_learns_compressed(
     """No rollout_func: TRL's transformers generation runs with the codec off, the sampler's
     log-probs come from a dense forward, the trainer's through the codec."""
     from datasets import Dataset
-    from gapwatch.workers import RunConfig
-    from gapwatch.workers.model import ensure_warm_start
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from trl import GRPOConfig
 
     from gapwatch.integrations.trl import GapConfig, GapGRPOTrainer
+    from gapwatch.workers import RunConfig
+    from gapwatch.workers.model import ensure_warm_start
 
     path = ensure_warm_start(RunConfig.preset("quick"))
     tok = AutoTokenizer.from_pretrained(path, local_files_only=True)

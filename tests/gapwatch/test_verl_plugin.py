@@ -10,6 +10,7 @@ import sys
 
 import pytest
 import torch
+
 from gapwatch.correction import diagnostics
 from gapwatch.correction import names as N
 

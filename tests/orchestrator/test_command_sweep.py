@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 import yaml
+
 from gapwatch.orchestrator.sweep.command import set_aside
 from gapwatch.orchestrator.sweep.config import load_sweep_config, parse_sweep_config
 from gapwatch.orchestrator.sweep.driver import execute_sweep

@@ -8,10 +8,11 @@ from pathlib import Path
 
 import pytest
 import yaml
+from typer.testing import CliRunner
+
 from gapwatch.orchestrator.cli import app
 from gapwatch.orchestrator.errors import GapwatchError
 from gapwatch.orchestrator.sweep.config import load_sweep_config
-from typer.testing import CliRunner
 
 ROOT = Path(__file__).resolve().parents[2]
 QUICKSTART = ROOT / "examples" / "quickstart.yaml"

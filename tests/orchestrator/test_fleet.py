@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
+
 from gapwatch.orchestrator.watch import fleet_layout as L
 from gapwatch.orchestrator.watch.fleet import (
     ACTION_RULE,

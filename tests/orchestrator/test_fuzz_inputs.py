@@ -8,12 +8,13 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
 from gapwatch.orchestrator.errors import GapwatchError
 from gapwatch.orchestrator.sweep.config import load_sweep_config
 from gapwatch.orchestrator.watch.follow import LogFollower
 from gapwatch.orchestrator.watch.logs import LogError, read_log
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
 SETTINGS = settings(
     max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]

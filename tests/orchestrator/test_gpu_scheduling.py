@@ -36,6 +36,7 @@ from typing import Any
 
 import pytest
 import yaml
+
 from gapwatch.store import open_store
 from gapwatch.store.rows import RunRow
 

@@ -17,6 +17,8 @@ from typing import Any
 
 import psycopg
 import pytest
+from typer.testing import CliRunner
+
 from gapwatch.correction import names as N
 from gapwatch.orchestrator.cli import app
 from gapwatch.orchestrator.rules import Decision
@@ -24,7 +26,6 @@ from gapwatch.orchestrator.sweep.config import parse_sweep_config
 from gapwatch.orchestrator.sweep.driver import execute_sweep
 from gapwatch.orchestrator.sweep.trainable import report_steps
 from gapwatch.store import open_store
-from typer.testing import CliRunner
 
 GAPWATCH = Path(sys.executable).with_name("gapwatch")
 SECRET = "Pl4nted-S3cret"
@@ -242,6 +243,7 @@ def test_postgresql_role_and_port_mistakes_say_what_they_are(pg_user: str) -> No
 
 def test_a_local_sweeps_ray_uses_token_authentication() -> None:
     import ray
+
     from gapwatch.orchestrator.sweep.driver import init_ray, token_auth_on
 
     if ray.is_initialized():

@@ -10,9 +10,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from gapwatch.correction import names as N
 from hypothesis import given
 from hypothesis import strategies as st
+
+from gapwatch.correction import names as N
 
 from .grid_slice import bench_module, grid_slice
 

@@ -12,11 +12,11 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from sqlalchemy import create_engine, update
+
 from gapwatch.store import open_store
 from gapwatch.store.schema import Run
 from gapwatch.store.staleness import this_process
-from sqlalchemy import create_engine, update
-
 from tests.workers.local_runs import start_run
 
 GAPWATCH = Path(sys.executable).with_name("gapwatch")

@@ -36,6 +36,7 @@ from typing import Any
 
 import pytest
 import yaml
+
 from gapwatch.orchestrator.sweep.trainable import HOLD_ENV
 from gapwatch.store import open_store
 from gapwatch.store.rows import RunRow

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from gapwatch.orchestrator.sweep.trainable import HOLD_ENV
 from gapwatch.store import open_store
 from gapwatch.store.rows import RunRow

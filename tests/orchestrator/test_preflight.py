@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from gapwatch.orchestrator.errors import GapwatchError
 from gapwatch.orchestrator.sweep.preflight import distinct_runs, preflight, probe_run
 from gapwatch.workers import RunConfig

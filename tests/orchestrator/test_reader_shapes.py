@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
 from gapwatch.correction import names as N
 from gapwatch.orchestrator.watch.logs import NameMapper, read_log
 
@@ -135,6 +136,7 @@ def test_gapwatch_names_says_what_was_read_mapped_and_decidable_and_drafts_the_r
     import json
 
     import yaml
+
     from gapwatch.correction import names as N
     from gapwatch.orchestrator.watch.names_report import names_report, print_report
 

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from gapwatch.correction import names as N
 from gapwatch.orchestrator import readers
 from gapwatch.orchestrator.readers.base import LineReader, register

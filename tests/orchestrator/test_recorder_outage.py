@@ -15,6 +15,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from sqlalchemy import text
+
 from gapwatch.correction import names
 from gapwatch.orchestrator import rules
 from gapwatch.orchestrator.sweep.config import parse_sweep_config
@@ -23,7 +25,6 @@ from gapwatch.orchestrator.sweep.recorder import Recorder
 from gapwatch.orchestrator.sweep.trainable import DISTS_KEY, METRICS_KEY, STEP_KEY, TRIAL_KEY
 from gapwatch.orchestrator.sweep.writer import ThreadWriter
 from gapwatch.store import open_store
-from sqlalchemy import text
 
 from .pg_server import PrivatePostgres
 
@@ -282,6 +283,7 @@ def test_a_real_sweep_rides_out_a_postgres_restart(
     import threading
 
     import ray.cloudpickle
+
     from gapwatch.orchestrator.sweep.driver import execute_sweep
 
     ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])

@@ -33,10 +33,11 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from gapwatch.correction import names as N
-from gapwatch.orchestrator import rules
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
+from gapwatch.correction import names as N
+from gapwatch.orchestrator import rules
 
 Row = dict[str, Any]
 STEPS = 80

@@ -13,13 +13,14 @@ from typing import Any
 
 import pytest
 import yaml
+from typer.testing import CliRunner
+
 from gapwatch.correction import names as N
 from gapwatch.orchestrator import rules
 from gapwatch.orchestrator.cli import app
 from gapwatch.orchestrator.rules import presets
 from gapwatch.orchestrator.sweep.config import load_sweep_config
 from gapwatch.orchestrator.watch.replay import ruleset_for
-from typer.testing import CliRunner
 
 ROOT = Path(__file__).resolve().parents[2]
 GRID = ROOT / "bench" / "results" / "ground_truth" / "grid"

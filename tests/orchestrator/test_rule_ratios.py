@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from gapwatch.correction import names as N
 from gapwatch.orchestrator import rules
 from gapwatch.orchestrator.sweep.config import load_sweep_config

@@ -13,10 +13,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from gapwatch.correction import names as N
-from gapwatch.orchestrator import rules
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
+from gapwatch.correction import names as N
+from gapwatch.orchestrator import rules
 
 from .histories import POST, TEXT, Row, healthy
 

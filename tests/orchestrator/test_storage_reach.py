@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+
 from gapwatch.store import open_store
 
 from .procs import BIN, two_nodes

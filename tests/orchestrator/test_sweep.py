@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from gapwatch.orchestrator.sweep.config import parse_sweep_config
 from gapwatch.orchestrator.sweep.driver import execute_sweep
 from gapwatch.orchestrator.sweep.trainable import Step, report_steps

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+
 from gapwatch.store import open_store
 
 from .procs import end_group, free_port

@@ -11,6 +11,7 @@ from typing import Any
 
 import psycopg
 import pytest
+
 from gapwatch.correction import names
 from gapwatch.orchestrator import rules
 from gapwatch.orchestrator.sweep.config import parse_sweep_config

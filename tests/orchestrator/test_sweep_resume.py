@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+
 from gapwatch.correction import names as N
 from gapwatch.store import StoreError, open_store
 

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from gapwatch.correction import names
 from gapwatch.orchestrator import rules
 from gapwatch.orchestrator.sweep.config import parse_sweep_config

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from gapwatch.orchestrator import readers
 from gapwatch.orchestrator.readers import wandb as W
 from gapwatch.orchestrator.watch.follow import LogFollower

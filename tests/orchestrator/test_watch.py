@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from gapwatch.correction import names as N
 from gapwatch.orchestrator.watch.follow import LogFollower
 from gapwatch.orchestrator.watch.logs import LogError

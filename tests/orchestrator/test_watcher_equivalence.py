@@ -26,11 +26,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from gapwatch.correction import names as N
 from gapwatch.orchestrator import rules
 from gapwatch.orchestrator.watch.logs import read_log
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from . import rules_before_watcher as before
 from .histories import healthy

@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from gapwatch.correction import names as N
 from gapwatch.orchestrator import rules
 from gapwatch.orchestrator.readers import LogError

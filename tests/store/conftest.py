@@ -15,6 +15,7 @@ from pathlib import Path
 
 import psycopg
 import pytest
+
 from gapwatch.store import Store, open_store
 
 PG_HOST, PG_PORT = "127.0.0.1", 5432

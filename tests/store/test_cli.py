@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from gapwatch.store import open_store
 from gapwatch.store.synth import fill
 

@@ -12,10 +12,11 @@ from typing import Any
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
+from sqlalchemy import create_engine, inspect, text
+
 from gapwatch.store import StoreError, open_store
 from gapwatch.store import engine as eng
 from gapwatch.store.schema import Base
-from sqlalchemy import create_engine, inspect, text
 
 
 def _engine(url: str):  # type: ignore[no-untyped-def]

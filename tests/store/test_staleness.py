@@ -12,6 +12,7 @@ import time
 from datetime import UTC, datetime, timedelta
 
 import pytest
+
 from gapwatch.store import RunRow, Store, open_store
 from gapwatch.store import staleness as S
 

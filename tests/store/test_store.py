@@ -14,13 +14,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from gapwatch.correction import names
-from gapwatch.store import Point, Store, StoreError, open_store
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st_
 from sqlalchemy import text
 
 from gapwatch import store
+from gapwatch.correction import names
+from gapwatch.store import Point, Store, StoreError, open_store
 
 SCORE, GAP = names.SCORE_MEAN, names.PROBS_DIFF_MEAN
 Step = tuple[int, dict[str, float], dict[str, Any]]

@@ -21,6 +21,7 @@ from typing import Any
 
 import psycopg
 import pytest
+
 from gapwatch.correction import names
 from gapwatch.store import open_store
 

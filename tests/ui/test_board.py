@@ -6,6 +6,7 @@ from typing import Any
 
 import pandas as pd
 import pytest
+
 from gapwatch.correction import names
 from gapwatch.store.schema import INTERRUPTED
 from gapwatch.ui import board, data

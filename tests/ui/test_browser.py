@@ -19,9 +19,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from gapwatch.ui.launch import Server, running_server
 from gapwatch.ui.views.compare import ECDF_TITLES, FIGURES
-
 from tools.browser import (
     CHROMIUM,
     VIEWPORT,

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from gapwatch.ui import labels
-from gapwatch.ui.labels import Stop
 from hypothesis import given
 from hypothesis import strategies as hs
+
+from gapwatch.ui import labels
+from gapwatch.ui.labels import Stop
 
 RULES = ["score_collapse", "length_runaway", "post_tool_tail_growth", "ess_collapse"]
 

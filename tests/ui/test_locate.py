@@ -6,6 +6,7 @@ import importlib.util
 from pathlib import Path
 
 import pytest
+
 from gapwatch.ui import locate
 
 

@@ -10,13 +10,13 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
+from streamlit.testing.v1 import AppTest
+
+from gapwatch import ui
 from gapwatch.ui import data, source
 from gapwatch.ui.source import ENV_URL
 from gapwatch.ui.sweep_model import SPREAD_TITLE
 from gapwatch.ui.views.compare import ECDF_TITLE, ECDF_TITLES, FIGURES, TURN_TITLE
-from streamlit.testing.v1 import AppTest
-
-from gapwatch import ui
 
 STEPS = 12  # as tests/ui/conftest.py writes
 Filled = Any
@@ -289,6 +289,7 @@ def test_fill_is_repeatable(tmp_path: Path, filler: Any) -> None:
 
 def test_hover_frame_has_one_column_per_line() -> None:
     import pandas as pd
+
     from gapwatch.ui import charts
 
     df = pd.DataFrame(

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 import streamlit as st
-from gapwatch.store import open_store
-from gapwatch.ui.source import ENV_URL
 from streamlit.testing.v1 import AppTest
 
 from gapwatch import ui
+from gapwatch.store import open_store
+from gapwatch.ui.source import ENV_URL
 from tests.orchestrator.pg_server import PrivatePostgres
 
 APP = str(Path(ui.__file__).with_name("app.py"))

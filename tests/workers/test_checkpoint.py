@@ -6,6 +6,7 @@ import itertools
 from pathlib import Path
 
 import pytest
+
 from gapwatch.correction import names as N
 from gapwatch.workers.loop import GRPORun
 

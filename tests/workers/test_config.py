@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from gapwatch.store import identity
 from gapwatch.workers import RunConfig, codecs, envs, samplers
 

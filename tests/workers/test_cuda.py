@@ -11,6 +11,7 @@ import random
 
 import pytest
 import torch
+
 from gapwatch.correction import names as N
 from gapwatch.workers import codecs, devices, envs, train
 from gapwatch.workers.config import QUICK_CODEC

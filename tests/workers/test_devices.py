@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+
 from gapwatch.workers import devices, train
 
 from .conftest import small

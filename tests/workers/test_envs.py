@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 
 import pytest
+
 from gapwatch.workers import envs
 from gapwatch.workers.envs import FORMAT_PENALTY, calculator, parse_action
 

@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 
 import pytest
+
 from gapwatch.correction import names as N
 from gapwatch.orchestrator.sweep.local_run import load_run_config, run_local
 from gapwatch.store import identity
@@ -116,6 +117,7 @@ def test_run_applies_the_rules_with_the_stored_control(tmp_path: Path) -> None:
     run with the decision stored. The stop is forced by a score floor of 2.0 (no run can
     score that), so the test does not depend on when the tiny model collapses."""
     import yaml
+
     from gapwatch.store import open_store
 
     url = _sqlite(tmp_path)
@@ -156,6 +158,7 @@ def test_the_log_is_verls_file_logger_line_by_line(tmp_path: Path) -> None:
     """verl/utils/tracking.py's FileLogger: ``open(path, "wb", buffering=0)``, then per step
     ``orjson.dumps({"step": step, "data": data}, option=OPT_SERIALIZE_NUMPY) + b"\\n"``."""
     import numpy as np
+
     from gapwatch.orchestrator.sweep.local_run import VerlFileLogger
     from gapwatch.orchestrator.watch.follow import LogFollower
 
@@ -232,7 +235,6 @@ def test_a_run_ended_by_sigterm_is_failed_with_the_reason_not_left_running(
     import signal
 
     from gapwatch.store import open_store
-
     from tests.workers.local_runs import start_run
 
     db = f"sqlite:///{tmp_path}/t.db"
@@ -257,7 +259,6 @@ def test_ctrl_c_stops_a_run_with_the_reason_in_one_line(tmp_path: Path) -> None:
 
     from gapwatch.orchestrator.signals import INTERRUPTED
     from gapwatch.store import open_store
-
     from tests.workers.local_runs import start_run
 
     db = f"sqlite:///{tmp_path}/t.db"

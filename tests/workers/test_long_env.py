@@ -7,6 +7,7 @@ import random
 from typing import Any
 
 import pytest
+
 from gapwatch.workers import RunConfig, envs
 from gapwatch.workers.config import PRESETS
 from gapwatch.workers.model import build_tokenizer, encode

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 import torch
+
 from gapwatch.correction import names as N
 from gapwatch.workers import envs, train
 from gapwatch.workers.config import QUICK_CODEC

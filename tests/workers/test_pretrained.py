@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from gapwatch.workers import envs, formats, pretrained
 from gapwatch.workers.cache import INFO_FILE
 

@@ -7,6 +7,7 @@ import random
 
 import pytest
 import torch
+
 from gapwatch.correction import names as N
 from gapwatch.workers import envs, train
 from gapwatch.workers.model import encode, load_policy

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from gapwatch.workers import RunConfig
 from gapwatch.workers import model as M
 from gapwatch.workers.probe import Quality

@@ -12,6 +12,7 @@ from typing import Any
 
 import pandas as pd
 import streamlit as st
+
 from gapwatch.correction import names
 from gapwatch.ui import charts, data, nav, source
 

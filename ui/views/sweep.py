@@ -21,6 +21,7 @@ from typing import Any
 
 import pandas as pd
 import streamlit as st
+
 from gapwatch.correction import names
 from gapwatch.ui import data, nav, source
 from gapwatch.ui.sweep_model import GAP_POINTS, Model, chart, model

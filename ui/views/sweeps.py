@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import streamlit as st
+
 from gapwatch.ui import data, nav, source
 
 

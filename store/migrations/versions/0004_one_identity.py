@@ -29,6 +29,7 @@ from typing import Any
 
 import sqlalchemy as sa
 from alembic import op
+
 from gapwatch.store import identity
 
 revision = "0004"
