@@ -5,6 +5,7 @@
     .venv/bin/python bench/real_corpus.py --check    # verify the files present (no network)
     .venv/bin/python bench/real_corpus.py --only ID [--only ID ...]
     .venv/bin/python bench/real_corpus.py --from-git DIR [--from-git DIR ...]   # no network
+    .venv/bin/python bench/real_corpus.py --ship --from-git DIR   # commit the licensed ones
     .venv/bin/python bench/real_corpus.py --criterion FILE   # a log's criterion figures
 
 ``bench/data/real/manifest.yaml`` records, for every run, the public GitHub repository,
@@ -12,12 +13,17 @@ the commit, the path(s) in that repository, the licence, the sha256 of each file
 trainer (or notebook) wrote it, and the label decided from the curves by the written
 criterion at the top of the manifest.
 
-The files themselves are not committed (``bench/data/real/files/`` is git-ignored): most
-repositories carry no licence that allows redistribution. This script fetches each file
-from ``https://raw.githubusercontent.com/<owner>/<repo>/<commit>/<path>`` into
+A run whose manifest licence allows redistribution (any licence but ``none ...``) is
+committed, its files byte for byte under ``bench/data/real/shipped/<id>/<file name>``
+with its repository's licence in ``shipped/LICENSES/`` and a table of sources in
+``shipped/README.md`` (all three written by ``--ship``). The other files are not committed
+(``bench/data/real/files/`` is git-ignored): their repositories carry no licence that
+allows it. This script fetches each file not shipped from
+``https://raw.githubusercontent.com/<owner>/<repo>/<commit>/<path>`` into
 ``bench/data/real/files/<id>/<file name>``, byte for byte, skips a file already present
 with the recorded sha256, and refuses (exit 1) a download whose sha256 differs. It needs
-network access to raw.githubusercontent.com; nothing else does.
+network access to raw.githubusercontent.com; nothing else does. :func:`locate` finds a
+file wherever it is.
 
 ``--from-git DIR`` takes each file from a local clone instead (``git show
 <commit>:<path>``), with the same sha256 check, and downloads nothing. DIR is either a
@@ -25,6 +31,13 @@ clone (working tree or bare) of a corpus repository, used for the runs whose com
 holds, or a folder of clones named ``owner+name`` (or ``owner__name``), each being the
 clone itself or holding it one level down; repeat the option for several. A run found in
 none of them is reported and counted as a failure.
+
+``--ship`` copies the files of every run whose licence allows redistribution from
+``files/`` (sha256 checked) to ``shipped/``, writes each repository's licence file at the
+run's commit (and its NOTICE file, where it has one) to
+``shipped/LICENSES/<owner>+<name>.txt`` (``.NOTICE.txt``), taken from the clones given by
+``--from-git`` (a licence already there is kept without them), and rewrites
+``shipped/README.md``.
 
 ``--criterion FILE`` prints, for a log about to be labelled, the quantities the
 manifest's written criterion reads (the reward's quarter t-statistic, the zero-variance
@@ -48,7 +61,10 @@ HERE = Path(__file__).resolve().parent
 REAL = HERE / "data" / "real"
 MANIFEST = REAL / "manifest.yaml"
 FILES = REAL / "files"
+SHIPPED = REAL / "shipped"
+LICENSES = SHIPPED / "LICENSES"
 RAW = "https://raw.githubusercontent.com/{project}/{commit}/{path}"
+GITHUB = "https://github.com/{project}"
 
 
 def load_manifest(path: Path = MANIFEST) -> dict:
@@ -78,6 +94,21 @@ def raw_url(run: dict, entry: dict) -> str:
 
 def local_path(entry: dict, root: Path = FILES) -> Path:
     return root / entry["local"]
+
+
+def locate(local: str, real: Path = REAL) -> Path | None:
+    """The corpus file ``local`` (a manifest entry's ``local``): its shipped copy, else the
+    fetched one, else None."""
+    for path in (real / "shipped" / local, real / "files" / local):
+        if path.is_file():
+            return path
+    return None
+
+
+def redistributable(run: dict) -> bool:
+    """Whether the run's licence allows its files to be committed here (the manifest says
+    ``none ...`` for a repository without a licence)."""
+    return not run["licence"].startswith("none")
 
 
 def fetch(url: str, attempts: int = 3, timeout: float = 60.0) -> bytes:
@@ -162,6 +193,10 @@ def rebuild(
             if dest.exists() and sha256_of(dest) == entry["sha256"]:
                 print(f"ok       {entry['local']}")
                 continue
+            shipped = SHIPPED / entry["local"]
+            if shipped.exists() and sha256_of(shipped) == entry["sha256"]:
+                print(f"shipped  {entry['local']}")
+                continue
             try:
                 data = (
                     from_git(run, entry, clones)
@@ -186,20 +221,134 @@ def rebuild(
 
 
 def check(runs: list[dict], root: Path = FILES) -> int:
-    """Verify the files present; return the number missing or wrong."""
-    bad = 0
+    """Verify the files present, shipped and fetched; return the number missing or wrong."""
+    bad, found = 0, {"shipped": 0, "fetched": 0}
     for run in runs:
         for entry in run["files"]:
-            dest = local_path(entry, root)
-            if not dest.exists():
+            copies = {"shipped": SHIPPED / entry["local"], "fetched": local_path(entry, root)}
+            copies = {k: p for k, p in copies.items() if p.exists()}
+            if not copies:
                 print(f"missing  {entry['local']}")
                 bad += 1
-            elif sha256_of(dest) != entry["sha256"]:
-                print(f"WRONG    {entry['local']}")
-                bad += 1
-            else:
-                print(f"ok       {entry['local']}")
+            for kind, dest in copies.items():
+                ok = sha256_of(dest) == entry["sha256"]
+                print(f"{'ok' if ok else 'WRONG':8} {kind}/{entry['local']}")
+                bad += not ok
+                found[kind] += ok
+    print(f"{found['shipped']} shipped, {found['fetched']} fetched, {bad} missing or wrong")
     return bad
+
+
+LEGAL = {".txt": ("LICENSE", "LICENCE", "COPYING"), ".NOTICE.txt": ("NOTICE",)}
+"""The files kept with a shipped run (by the suffix they get in ``LICENSES/``): its
+repository's licence, and its NOTICE file where it has one (Apache-2.0 asks for both)."""
+
+
+def legal_texts(run: dict, clones: tuple[dict[str, Path], list[Path]]) -> dict[str, bytes]:
+    """The licence (and NOTICE) file at the top of the run's repository at its commit, from
+    a local clone, by their ``LEGAL`` suffix; empty where no clone holds the commit."""
+    named, loose = clones
+    project = run["project"].lower()
+    for repo in ([named[project]] if project in named else []) + loose:
+        proc = subprocess.run(
+            ["git", "-C", str(repo), "ls-tree", "--name-only", run["commit"]],
+            capture_output=True, text=True, check=False,
+        )  # fmt: skip
+        if proc.returncode != 0:
+            continue
+        texts: dict[str, bytes] = {}
+        for suffix, prefixes in LEGAL.items():
+            names = sorted(n for n in proc.stdout.splitlines() if n.upper().startswith(prefixes))
+            data = git_show(repo, run["commit"], names[0]) if names else None
+            if data is not None:
+                texts[suffix] = data
+        return texts
+    return {}
+
+
+def ship(
+    runs: list[dict],
+    root: Path = FILES,
+    clones: tuple[dict[str, Path], list[Path]] | None = None,
+) -> int:
+    """Copy the files of the runs whose licence allows it from ``root`` to ``SHIPPED`` (a
+    file already there with the recorded sha256 is kept), and write their repositories'
+    licences from the local ``clones``; return the number of failures."""
+    failures = 0
+    texts: dict[str, dict[str, bytes]] = {}  # owner+name -> LEGAL suffix -> text
+    for run in filter(redistributable, runs):
+        key = run["project"].replace("/", "+")
+        if clones is None:  # the licence written by an earlier --ship
+            legal, found = {}, (LICENSES / f"{key}.txt").exists()
+        else:
+            legal = legal_texts(run, clones)
+            found = ".txt" in legal
+        if not found:
+            print(f"FAILED   {run['id']}: no licence file of {key} at {run['commit'][:12]}")
+            failures += 1
+            continue
+        if legal and texts.setdefault(key, legal) != legal:
+            print(f"FAILED   {run['id']}: its licence differs from another commit's of {key}")
+            failures += 1
+            continue
+        for entry in run["files"]:
+            dest, src = SHIPPED / entry["local"], local_path(entry, root)
+            if dest.exists() and sha256_of(dest) == entry["sha256"]:
+                print(f"ok       {entry['local']}")
+            elif src.exists() and sha256_of(src) == entry["sha256"]:
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                dest.write_bytes(src.read_bytes())
+                print(f"shipped  {entry['local']}")
+            else:
+                print(f"FAILED   {entry['local']}: not fetched with the recorded sha256")
+                failures += 1
+    LICENSES.mkdir(parents=True, exist_ok=True)
+    for key, legal in texts.items():
+        for suffix, data in legal.items():
+            (LICENSES / f"{key}{suffix}").write_bytes(data)
+    return failures
+
+
+def shipped_readme(runs: list[dict]) -> str:
+    """``shipped/README.md``: the rule, and where each shipped file was taken from."""
+    shipped = [
+        (run, entry)
+        for run in filter(redistributable, runs)
+        for entry in run["files"]
+        if (SHIPPED / entry["local"]).exists()
+    ]
+    licences = sorted({run["licence"] for run, _ in shipped})
+    lines = [
+        "# The shipped part of the corpus of public runs",
+        "",
+        "The files of the corpus runs (`../manifest.yaml`) whose licence allows",
+        "redistribution, as their trainers (or notebooks) wrote them, each under",
+        "`<run id>/<file name>` as the manifest's `local` names it. A run is shipped when the",
+        "licence its manifest entry records is not `none ...`: its repository has a licence",
+        f"file at the recorded commit ({', '.join(licences)} here). Each file is unchanged, byte",
+        "for byte, taken from the repository at the recorded commit, and has the sha256 the",
+        "manifest records. Each repository's licence file at that commit is in `LICENSES/`",
+        "(with its NOTICE file, where it has one); the copyright in these files stays with",
+        "their authors. The other runs' files are not here: `python bench/real_corpus.py`",
+        "fetches them into `../files/` (git-ignored).",
+        "",
+        f"{len(shipped)} files of {len({run['id'] for run, _ in shipped})} runs from "
+        f"{len({run['project'] for run, _ in shipped})} repositories. Written by "
+        "`python bench/real_corpus.py --ship`; not edited by hand.",
+        "",
+        "| run | repository | commit | path in the repository | licence | licence file here |",
+        "|---|---|---|---|---|---|",
+    ]
+    for run, entry in shipped:
+        repo = GITHUB.format(project=run["project"])
+        blob = f"{repo}/blob/{run['commit']}/{urllib.parse.quote(entry['path'])}"
+        key = run["project"].replace("/", "+")
+        legal = [f"`LICENSES/{key}{s}`" for s in LEGAL if (LICENSES / f"{key}{s}").exists()]
+        lines.append(
+            f"| `{run['id']}` | [{run['project']}]({repo}) | `{run['commit']}` "
+            f"| [`{entry['path']}`]({blob}) | {run['licence']} | {', '.join(legal)} |"
+        )
+    return "\n".join(lines) + "\n"
 
 
 def listing(manifest: dict, runs: list[dict], root: Path = FILES) -> str:
@@ -218,7 +367,8 @@ def listing(manifest: dict, runs: list[dict], root: Path = FILES) -> str:
     )
     rows = [head]
     for run in runs:
-        present = all(local_path(e, root).exists() for e in run["files"])
+        shipped = all((SHIPPED / e["local"]).exists() for e in run["files"])
+        present = shipped or all(local_path(e, root).exists() for e in run["files"])
         onset = run.get("onset")
         every = run.get("logging_interval")
         rows.append(
@@ -233,7 +383,7 @@ def listing(manifest: dict, runs: list[dict], root: Path = FILES) -> str:
                 f"{onset[0]}-{onset[1]}" if onset else "",
                 run.get("signal") or "",
                 "yes" if run.get("uncertain") else "",
-                "present" if present else "absent",
+                "shipped" if shipped else "present" if present else "absent",
             )
         )
     widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
@@ -335,6 +485,12 @@ def main(argv: list[str] | None = None) -> int:
         "owner+name) instead of downloading; repeatable",
     )
     ap.add_argument(
+        "--ship",
+        action="store_true",
+        help="copy the fetched files whose licence allows it to bench/data/real/shipped/ "
+        "(committed), with their licences (from the --from-git clones) and a README",
+    )
+    ap.add_argument(
         "--criterion", type=Path, metavar="FILE",
         help="print the manifest criterion's figures for a log (to label it) and exit",
     )  # fmt: skip
@@ -362,6 +518,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.check:
         return 1 if check(runs, args.dest) else 0
     clones = clones_in(args.from_git) if args.from_git else None
+    if args.ship:
+        failures = ship(runs, args.dest, clones)
+        (SHIPPED / "README.md").write_text(shipped_readme(manifest["runs"]), encoding="utf-8")
+        return 1 if failures else 0
     return 1 if rebuild(runs, args.dest, clones) else 0
 
 

@@ -5,7 +5,8 @@
 The corpus: ``bench/data/real/manifest.yaml`` (runs of other people's GRPO/PPO trainers,
 each with its provenance and a label decided from its curves by the manifest's written
 criterion: healthy, dead, or degenerate with an onset window ``[first, last]`` in trainer
-steps); the files themselves under ``bench/data/real/files/`` (git-ignored; rebuilt by
+steps); the files themselves under ``bench/data/real/shipped/`` where their licence
+allows, else under ``bench/data/real/files/`` (git-ignored; rebuilt by
 ``bench/real_corpus.py``). Each file is read as its trainer wrote it, as ``gapwatch
 replay`` reads it (``orchestrator.watch.logs.open_log``, names mapped by ``NameMapper``), and
 each policy sees its steps in order and stops it at most once:
@@ -57,6 +58,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 import detection_bench as db  # noqa: E402
 from _machine import machine  # noqa: E402
+from real_corpus import locate  # noqa: E402
 
 from gapwatch.correction import names as N  # noqa: E402
 from gapwatch.orchestrator import rules  # noqa: E402
@@ -128,8 +130,8 @@ def load(corpus: Path) -> tuple[list[Run], list[str]]:
     manifest = yaml.safe_load((corpus / "manifest.yaml").read_text())
     runs, problems = [], []
     for entry in manifest["runs"]:
-        path = corpus / "files" / entry["files"][0]["local"]
-        if not path.exists():
+        path = locate(entry["files"][0]["local"], corpus)
+        if path is None:
             problems.append(f"{entry['id']}: file absent (bench/real_corpus.py fetches it)")
             continue
         try:

@@ -20,6 +20,7 @@ from gapwatch.correction import name_maps
 from gapwatch.correction import names as N
 from gapwatch.orchestrator import rules
 from gapwatch.orchestrator.watch.logs import NameMapper, gapwatch_names
+from tests.orchestrator.grid_slice import bench_module
 
 # slime: a trainer dict (model.py, ``train/*``), the Megatron-side rollout dict and the
 # rollout-side perf dict (rollout_metrics.py); one step's worth, merged.
@@ -421,7 +422,7 @@ def test_oats_clip_ratio_and_largest_prob_diff_are_derived_from_its_counts_and_e
 VERL_CSV = (
     Path(__file__).parents[1] / "fixtures" / "logs" / "verl_csv" / "aopd-i80f2v90.head30.flat.csv"
 )
-CORPUS = Path(__file__).parents[2] / "bench" / "data" / "real" / "files"
+locate = bench_module("real_corpus").locate  # a corpus file, shipped or fetched
 
 
 def test_a_name_matches_whatever_its_separator_and_an_exporters_prefix() -> None:
@@ -485,7 +486,7 @@ def test_a_real_verl_log_exported_flat_is_judged_as_written() -> None:
     run aopd-i80f2v90, its completions collapsing from about 1,800 tokens to under 100)
     exported as CSV with ``_`` for every ``/``. gapwatch reads it as verl's, maps its
     score, lengths and actor figures, and stops it where it stops the same steps under
-    their own names (and the original console log, where fetched)."""
+    their own names (and the original console log, where present)."""
     from gapwatch.orchestrator import rules
     from gapwatch.orchestrator.watch.logs import read_log
     from gapwatch.orchestrator.watch.replay import replay
@@ -503,8 +504,8 @@ def test_a_real_verl_log_exported_flat_is_judged_as_written() -> None:
     named = replay([slash(r) for r in _slashed(log.rows)], None, rules.build()).stop
     assert stop is not None and named is not None
     assert (stop.rule, stop.step) == (named.rule, named.step)
-    original = CORPUS / "aopd-i80f2v90" / "output.log"
-    if original.exists():
+    original = locate("aopd-i80f2v90/output.log")
+    if original is not None:
         whole = NameMapper()
         rows = [whole(r) for r in read_log(original).rows if r["step"] <= log.rows[-1]["step"]]
         first = replay(rows, None, rules.build()).stop

@@ -28,6 +28,8 @@ from gapwatch.orchestrator.watch.logs import (
 )
 from gapwatch.orchestrator.watch.replay import replay_cli
 
+from .grid_slice import bench_module
+
 ROOT = Path(__file__).resolve().parents[2]
 TRL = ROOT / "tests" / "fixtures" / "logs" / "trl"
 ALL = (
@@ -483,6 +485,7 @@ def test_notebook_with_two_training_tables_reads_the_widest(tmp_path: Path) -> N
 
 
 CORPUS = ROOT / "bench" / "data" / "real"
+locate = bench_module("real_corpus").locate  # the shipped copy, else the fetched one
 
 
 def _corpus() -> list[tuple[str, str]]:
@@ -497,11 +500,15 @@ def _corpus() -> list[tuple[str, str]]:
 
 @pytest.mark.parametrize(("run", "local"), _corpus() or [("none", "none")])
 def test_every_corpus_file_reads_as_written(run: str, local: str) -> None:
-    """bench/data/real/: every file of the corpus of public runs (fetched by
-    bench/real_corpus.py; skipped where not fetched) reads, whole and followed alike."""
-    path = CORPUS / "files" / local
-    if not path.exists():
-        pytest.skip("corpus file not fetched (python bench/real_corpus.py)")
+    """bench/data/real/: every file of the corpus of public runs (shipped where its licence
+    allows, else fetched by bench/real_corpus.py; skipped where not fetched) reads, whole
+    and followed alike."""
+    path = locate(local)
+    if path is None:
+        pytest.skip(
+            "not shipped (its licence does not allow redistribution): "
+            "python bench/real_corpus.py fetches it"
+        )
     log = read_log(path)
     assert len(log.rows) >= 10, run
     f = LogFollower(path)
