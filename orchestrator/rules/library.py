@@ -68,6 +68,14 @@ successive differences where every step is logged (with two, the estimate of a s
 deviation is off by half or more as often as not). Counted in trainer steps, so a log
 written every m-th step is judged as soon as its rows cover as many steps (two rows at
 least)."""
+NOISE_ROWS = 5
+"""Rows the noise estimate keeps at least, reaching back past ``noise_steps`` where a log
+written every m-th step has fewer in that span: four differences, so that a change of
+level inside the span (which the estimator takes for noise) weighs about as much as in a
+log of every step. With the span's 20 steps alone, a log of every 5th step held a fall
+of the score beside a flat control at z = sqrt(2 * 3) = 2.45, just under the line, until
+the change had left the span, 18 steps after the log of every step had stopped it (found
+by the logging-interval property test, tests/orchestrator/test_rule_invariance.py)."""
 
 
 def mssd(points: Iterable[tuple[int, float]]) -> float | None:
@@ -338,7 +346,7 @@ class ScoreCollapse(StreakRule):
         for q, v in ((state.means, s), (state.control_means, c)):
             if v is not None:
                 q.append((step, v))
-            while q and q[0][0] <= step - self.noise_steps:
+            while q and q[0][0] <= step - self.noise_steps and len(q) > NOISE_ROWS:
                 q.popleft()
 
     def _other(

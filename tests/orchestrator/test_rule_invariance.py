@@ -169,6 +169,12 @@ SMOOTHED = frozenset(
      "mismatch_growth", "length_collapse", "entropy_collapse"}
 )  # fmt: skip
 """Rule sets whose stop may move by up to two logging intervals (module docstring)."""
+COUNTED = frozenset({"constant_advantage"})
+"""Rules whose streak length follows from the groups the log shows: constant_advantage's
+chance test reads the run's early rate of alike groups at the upper end of what the
+groups seen allow, and a log of every m-th step shows fewer rows in its first steps, so
+it may ask a streak one interval longer (found by this test: a dead stretch from step 26
+stopped at 30 logged every step, at 36 logged every 6th). Held to ``2m`` too."""
 TESTED = {"grad_norm_blowup": {"window": 10, "baseline_steps": 10}}
 """Defaults, but for ``grad_norm_blowup``'s 50-step window and early level: longer than
 the regimes here, they span three of them and the median then crosses for a few steps at
@@ -257,5 +263,5 @@ def test_stops_free_of_the_logging_interval(
             assert sparse is None, f"{name}: every {m}: stopped at {sparse}, never when dense"
         else:
             assert sparse is not None, f"{name}: every {m}: never stopped, dense at {dense}"
-            slack = 2 * m - 1 if name in SMOOTHED else m - 1
+            slack = 2 * m - 1 if name in SMOOTHED | COUNTED else m - 1
             assert abs(sparse - dense) <= slack, f"{name}: every {m}: {sparse} vs {dense}"
