@@ -26,5 +26,5 @@ def __getattr__(name: str) -> ModuleType:
     # Submodules load on first use, so `from gapwatch.correction import names` (rules, replay, the
     # store's readers) does not pay for importing torch.
     if name in __all__:
-        return importlib.import_module(f"correction.{name}")
+        return importlib.import_module(f"{__name__}.{name}")
     raise AttributeError(f"module 'correction' has no attribute {name!r}")
