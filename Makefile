@@ -51,8 +51,12 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(PY) tools/import_tree.py mypy -p gapwatch -p tools
 
+# Two pytest-xdist workers (PYTEST_WORKERS=0 runs in this process): most end-to-end tests
+# wait on Ray, a trainer process, a browser or a server more than they compute. Tests that
+# share an expensive module fixture carry an xdist_group and stay on one worker.
+PYTEST_WORKERS ?= 2
 pytest: $(STAMP) browser
-	$(PY) -m pytest -q -m "not long" --durations=20
+	$(PY) -m pytest -q -m "not long" --durations=20 -n $(PYTEST_WORKERS) --dist loadgroup
 
 # the tests marked long (what they are: the marker in pyproject.toml), run by .ci/run after
 # make test

@@ -6,6 +6,7 @@ matching gapwatch strategy, and bad input is one line."""
 
 from __future__ import annotations
 
+import importlib.util
 import subprocess
 import sys
 from dataclasses import replace
@@ -179,19 +180,29 @@ def test_bad_names_and_a_trl_without_the_hooks_are_one_line() -> None:
         assert "\n" not in str(e.value)
 
 
-def test_the_example_says_a_bad_name_in_one_line(tmp_path: Path) -> None:
-    for args, want in [
-        (["--codec", "nope"], "unknown compression 'nope'"),
-        (["--correction", "nope"], "nope"),
-    ]:
-        res = subprocess.run(
-            [sys.executable, str(ROOT / "examples" / "trl_gap.py"), "--steps", "1", *args],
-            capture_output=True, text=True, timeout=300, cwd=tmp_path, check=False,
-        )  # fmt: skip
-        assert res.returncode == 2, res.stderr[-2000:]
-        lines = [ln for ln in res.stderr.splitlines() if ln.startswith("error:")]
-        assert len(lines) == 1 and want in lines[0], res.stderr[-2000:]
-        assert "Traceback" not in res.stderr
+def test_the_example_says_a_bad_name_in_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The script as a user runs it (a process of its own), then its ``main`` in this
+    process for the other name (the same code path, without a second TRL import)."""
+    res = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "trl_gap.py"), "--steps", "1", "--codec", "nope"],
+        capture_output=True, text=True, timeout=300, cwd=tmp_path, check=False,
+    )  # fmt: skip
+    assert res.returncode == 2, res.stderr[-2000:]
+    lines = [ln for ln in res.stderr.splitlines() if ln.startswith("error:")]
+    assert len(lines) == 1 and "unknown compression 'nope'" in lines[0], res.stderr[-2000:]
+    assert "Traceback" not in res.stderr
+
+    spec = importlib.util.spec_from_file_location("trl_gap_main", ROOT / "examples" / "trl_gap.py")
+    assert spec and spec.loader
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+    monkeypatch.chdir(tmp_path)
+    assert example.main(["--steps", "1", "--correction", "nope"]) == 2
+    err = capsys.readouterr().err
+    lines = [ln for ln in err.splitlines() if ln.startswith("error:")]
+    assert len(lines) == 1 and "nope" in lines[0], err[-2000:]
 
 
 def test_post_tool_is_the_models_tokens_after_the_first_tool_result() -> None:

@@ -26,11 +26,20 @@ ALL_NAMES = sorted(set().union(*(rules.required_metrics(n) for n in rules.names(
 
 
 def run_all(rs: rules.RuleSet, hist: list[Row], control: list[Row] | None) -> list[rules.Decision]:
-    """Every decision the RuleSet makes, step by step, as the Monitor would."""
+    """Every decision the RuleSet makes, step by step, as the Monitor would: one watcher
+    fed each row as it comes, the control's rows up to the step before it (what
+    ``RuleSet.evaluate`` replays for each prefix, in one pass)."""
     out: list[rules.Decision] = []
-    for i in range(len(hist)):
-        ctl = None if control is None else [r for r in control if r["step"] <= hist[i]["step"]]
-        out += rs.evaluate(hist[: i + 1], ctl)
+    w = rs.watch()
+    pending = iter(control or ())
+    nxt = next(pending, None)
+    for row in hist:
+        while nxt is not None and nxt["step"] <= row["step"]:
+            w.control(nxt)
+            nxt = next(pending, None)
+        w.step(row)
+        ds = [d for d in w.last.values() if d.action != "continue"]
+        out += sorted(ds, key=lambda d: d.action != "stop")
     return out
 
 

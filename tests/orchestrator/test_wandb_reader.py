@@ -26,6 +26,8 @@ from gapwatch.orchestrator.watch.logs import LogError, read_log
 from gapwatch.orchestrator.watch.names_report import names_report
 from gapwatch.orchestrator.watch.replay import replay_cli
 
+pytestmark = pytest.mark.xdist_group("wandb")  # its module fixture, built once
+
 pytest.importorskip("wandb")
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "logs"

@@ -41,6 +41,7 @@ per ratio family and slice."""
 _NO_BROWSER = not os.path.exists(CHROMIUM) and not os.environ.get("GAPWATCH_REQUIRE_BROWSER")
 pytestmark = [
     pytest.mark.slow,
+    pytest.mark.xdist_group("browser"),  # one Streamlit server and one Chromium per module
     pytest.mark.skipif(_NO_BROWSER, reason=f"no Chromium at {CHROMIUM}"),
 ]
 
