@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.xdist_group("packaging")  # its module fixture, built once
+pytestmark = pytest.mark.xdist_group("packaging")  # its session fixture: one worker
 
 ROOT = Path(__file__).resolve().parents[1]
 SETUPTOOLS = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
@@ -30,7 +30,7 @@ def _folder(package: str) -> Path:
     return ROOT / Path(*parts)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The wheel ``pip wheel .`` builds, from a copy of what it reads (the checkout's own
     build folders stay untouched)."""

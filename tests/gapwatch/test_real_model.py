@@ -28,7 +28,7 @@ import pytest
 from gapwatch.correction import names as N
 
 pytest.importorskip("trl")
-# the two doors' runs are module fixtures that the comparison shares: one worker runs them
+# the two doors' runs are session fixtures the comparison shares: one worker builds them once
 pytestmark = pytest.mark.xdist_group("real_model")
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -36,7 +36,7 @@ SEED, TASKS, THREADS = 0, 1, 2
 CODEC = ("topk", 0.4)  # the smollm2 sweep's strong codec (bench/real_model_bench.py)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def worker(smollm2_dir: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """``gapwatch run`` of the smollm2 preset, 2 steps, into a fresh SQLite store."""
     from gapwatch.orchestrator.sweep.local_run import run_local
@@ -55,7 +55,7 @@ def worker(smollm2_dir: str, tmp_path_factory: pytest.TempPathFactory) -> dict[s
     return {"history": st.history(run_id), "run": st.run(run_id)}
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def trl(smollm2_dir: str, tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
     """``examples/trl_gap.py --model smollm2-135m`` with the same settings, 2 steps."""
     spec = importlib.util.spec_from_file_location(

@@ -26,7 +26,7 @@ from gapwatch.orchestrator.watch.logs import LogError, read_log
 from gapwatch.orchestrator.watch.names_report import names_report
 from gapwatch.orchestrator.watch.replay import replay_cli
 
-pytestmark = pytest.mark.xdist_group("wandb")  # its module fixture, built once
+pytestmark = pytest.mark.xdist_group("wandb")  # its session fixture: one worker
 
 pytest.importorskip("wandb")
 
@@ -141,7 +141,7 @@ def _same(rows: list[dict[str, Any]], expected: list[dict[str, Any]]) -> None:
             assert got[k] == v or (math.isnan(v) and math.isnan(got[k])), (got["step"], k)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """One real offline run (its folder, ``wandb/offline-run-*``), logged with ``_logged``."""
     out = tmp_path_factory.mktemp("wb")

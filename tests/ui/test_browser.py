@@ -41,12 +41,12 @@ per ratio family and slice."""
 _NO_BROWSER = not os.path.exists(CHROMIUM) and not os.environ.get("GAPWATCH_REQUIRE_BROWSER")
 pytestmark = [
     pytest.mark.slow,
-    pytest.mark.xdist_group("browser"),  # one Streamlit server and one Chromium per module
+    pytest.mark.xdist_group("browser"),  # one Streamlit server and one Chromium, on one worker
     pytest.mark.skipif(_NO_BROWSER, reason=f"no Chromium at {CHROMIUM}"),
 ]
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def server(filled: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     log = tmp_path_factory.mktemp("uilog") / "streamlit.log"
     with running_server(filled.url, log_path=log) as srv:
@@ -54,7 +54,7 @@ def server(filled: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Se
     assert srv.proc.poll() is not None, "the Streamlit server outlived its test"
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def browser() -> Iterator[Any]:
     with chromium() as b:
         yield b
@@ -247,7 +247,7 @@ def test_running_sweep_page_refreshes_itself(filled: Any, browser: Any, tmp_path
 # --- the threshold sweep (tests/ui/conftest.py: fill_thresholds) -------------------------
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def t_server(thresholds: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     log = tmp_path_factory.mktemp("uilog") / "streamlit-thresholds.log"
     with running_server(thresholds.url, log_path=log) as srv:
