@@ -53,8 +53,7 @@ typecheck: $(STAMP)
 
 # Two pytest-xdist workers (PYTEST_WORKERS=0 runs in this process): most end-to-end tests
 # wait on Ray, a trainer process, a browser or a server more than they compute. Tests that
-# share an expensive fixture carry an xdist_group: one worker runs them and builds it once
-# (a session fixture: a worker tears module fixtures down between the batches it is sent).
+# share an expensive fixture carry an xdist_group: one worker runs them.
 PYTEST_WORKERS ?= 2
 pytest: $(STAMP) browser
 	$(PY) -m pytest -q -m "not long" --durations=20 -n $(PYTEST_WORKERS) --dist loadgroup

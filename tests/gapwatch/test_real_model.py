@@ -28,21 +28,18 @@ import pytest
 from gapwatch.correction import names as N
 
 pytest.importorskip("trl")
-# the two doors' runs are session fixtures the comparison shares: one worker builds them once
-pytestmark = pytest.mark.xdist_group("real_model")
 
 ROOT = Path(__file__).resolve().parents[2]
 SEED, TASKS, THREADS = 0, 1, 2
 CODEC = ("topk", 0.4)  # the smollm2 sweep's strong codec (bench/real_model_bench.py)
 
 
-@pytest.fixture(scope="session")
-def worker(smollm2_dir: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+def run_worker(work: Path) -> dict[str, Any]:
     """``gapwatch run`` of the smollm2 preset, 2 steps, into a fresh SQLite store."""
     from gapwatch.orchestrator.sweep.local_run import run_local
     from gapwatch.store import open_store
 
-    work = tmp_path_factory.mktemp("worker")
+    work.mkdir()
     cfg = work / "run.yaml"
     cfg.write_text(
         f"preset: smollm2\nseed: {SEED}\nsteps: 2\ntasks_per_step: {TASKS}\n"
@@ -55,8 +52,7 @@ def worker(smollm2_dir: str, tmp_path_factory: pytest.TempPathFactory) -> dict[s
     return {"history": st.history(run_id), "run": st.run(run_id)}
 
 
-@pytest.fixture(scope="session")
-def trl(smollm2_dir: str, tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
+def run_trl(work: Path) -> list[dict[str, Any]]:
     """``examples/trl_gap.py --model smollm2-135m`` with the same settings, 2 steps."""
     spec = importlib.util.spec_from_file_location(
         "trl_gap_example", ROOT / "examples" / "trl_gap.py"
@@ -64,7 +60,7 @@ def trl(smollm2_dir: str, tmp_path_factory: pytest.TempPathFactory) -> list[dict
     assert spec and spec.loader
     example = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(example)
-    work = tmp_path_factory.mktemp("trl")
+    work.mkdir()
     seen: list[argparse.Namespace] = []
     example.run = lambda args: seen.append(args) or 0  # parse with the example's own parser
     argv = ["--model", "smollm2-135m", "--codec", CODEC[0], "--keep", str(CODEC[1]),
@@ -77,33 +73,34 @@ def trl(smollm2_dir: str, tmp_path_factory: pytest.TempPathFactory) -> list[dict
     return [h for h in trainer.state.log_history if N.PROBS_DIFF_MEAN in h]
 
 
-def test_the_worker_runs_two_steps_and_records_the_model(worker: dict[str, Any]) -> None:
+def test_both_doors_run_two_steps_and_give_the_same_step1_figures(
+    smollm2_dir: str, tmp_path: Path
+) -> None:
+    """One test for both doors and their comparison, so that each door runs once (shared
+    as session fixtures by three tests, the runs were built up to three times under
+    pytest-xdist: 370 s of setup in one CI run)."""
+    worker = run_worker(tmp_path / "worker")
     hist, run = worker["history"], worker["run"]
-    assert [int(h["step"]) for h in hist] == [1, 2]
+    assert [int(h["step"]) for h in hist] == [1, 2], "worker door"
     info = run.config["model_info"]
     assert info["name"] == "smollm2-135m" and info["parameters"] == 134_515_008
     assert len(info["source"]["sha256"]) == 64 and info["dtype"] == "float32"
-    first = hist[0]
-    assert first[N.PROBS_DIFF_MEAN] > 0.3  # the strong codec's gap, from step 1
-    assert first[N.POST_TOOL_TOKEN_FRAC] > 0  # the episodes call the tool: a post-tool slice
+    w = hist[0]
+    assert w[N.PROBS_DIFF_MEAN] > 0.3  # the strong codec's gap, from step 1
+    assert w[N.POST_TOOL_TOKEN_FRAC] > 0  # the episodes call the tool: a post-tool slice
 
-
-def test_trls_door_runs_two_steps(trl: list[dict[str, Any]]) -> None:
-    assert [int(h["step"]) for h in trl] == [1, 2]
+    trl = run_trl(tmp_path / "trl")
+    assert [int(h["step"]) for h in trl] == [1, 2], "TRL door"
     assert all(h[N.tail("post_tool", "p95")] > 0 for h in trl)
 
-
-def test_both_doors_give_the_same_step1_figures(
-    worker: dict[str, Any], trl: list[dict[str, Any]]
-) -> None:
-    w, t = worker["history"][0], trl[0]
+    t = trl[0]
     assert t["reward"] == pytest.approx(w[N.SCORE_MEAN], abs=1e-6)  # the same episodes
     for k in (N.SUCCESS_RATE, N.TOOL_CALLS, N.PARSE_FAIL_FRAC, N.RESPONSE_LENGTH_MEAN):
         assert t[k] == pytest.approx(w[k], abs=1e-6), k
     for k in (N.PROBS_DIFF_MEAN, N.ABS_LOG_RATIO_MEAN):
         assert t[k] == pytest.approx(w[k], rel=0.05), (k, t[k], w[k])
-    for s in N.SLICES:
-        k = N.tail(s, "p95")
+    for sl in N.SLICES:
+        k = N.tail(sl, "p95")
         assert t[k] == pytest.approx(w[k], rel=0.15), (k, t[k], w[k])
     print(
         json.dumps(
