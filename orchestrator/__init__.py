@@ -20,6 +20,6 @@ typer app, a thin layer over the three.
 Which may import what (import-linter contracts in ``pyproject.toml``): ``cli`` over
 ``sweep`` and ``integrations`` over ``watch`` over the shared modules; ``watch`` never
 imports ``sweep`` or ``integrations``, ``sweep`` and ``integrations`` never import each
-other, and outside ``cli`` a package is imported by its top (``from orchestrator.watch
+other, and outside ``cli`` a package is imported by its top (``from gapwatch.orchestrator.watch
 import LogFollower``), never by its modules.
 """
