@@ -39,6 +39,8 @@ from hypothesis import strategies as st
 from gapwatch.correction import names as N
 from gapwatch.orchestrator import rules
 
+from .histories import watched
+
 Row = dict[str, Any]
 STEPS = 80
 """Trainer steps in each generated run."""
@@ -133,16 +135,7 @@ def decisions(
     rs: rules.RuleSet, hist: list[Row], ctl: list[Row] | None
 ) -> list[tuple[int, str, str]]:
     """Every warn and stop the rule set records over the run, the control fed in step."""
-    w = rs.watch()
-    out = []
-    pending = iter(ctl or ())
-    nxt = next(pending, None)
-    for row in hist:
-        while nxt is not None and nxt["step"] <= row["step"]:
-            w.control(nxt)
-            nxt = next(pending, None)
-        out += [(d.step, d.rule, d.action) for d in w.step(row)]
-    return out
+    return [(d.step, d.rule, d.action) for _, ds in watched(rs, hist, ctl) for d in ds]
 
 
 def affine(rows: list[Row], a: float, b: float) -> list[Row]:

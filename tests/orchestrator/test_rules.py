@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from gapwatch.correction import names as N
 from gapwatch.orchestrator import rules
 
-from .histories import POST, TEXT, Row, healthy
+from .histories import POST, TEXT, Row, healthy, watched
 
 ROOT = Path(__file__).resolve().parents[2]
 ALL_NAMES = sorted(set().union(*(rules.required_metrics(n) for n in rules.names())))
@@ -30,14 +30,7 @@ def run_all(rs: rules.RuleSet, hist: list[Row], control: list[Row] | None) -> li
     fed each row as it comes, the control's rows up to the step before it (what
     ``RuleSet.evaluate`` replays for each prefix, in one pass)."""
     out: list[rules.Decision] = []
-    w = rs.watch()
-    pending = iter(control or ())
-    nxt = next(pending, None)
-    for row in hist:
-        while nxt is not None and nxt["step"] <= row["step"]:
-            w.control(nxt)
-            nxt = next(pending, None)
-        w.step(row)
+    for w, _ in watched(rs, hist, control):
         ds = [d for d in w.last.values() if d.action != "continue"]
         out += sorted(ds, key=lambda d: d.action != "stop")
     return out
