@@ -40,7 +40,7 @@ import yaml
 from gapwatch.store import open_store
 from gapwatch.store.rows import RunRow
 
-from .procs import end_nodes, free_port, start_node, wait_started
+from .procs import end_nodes, ensure_ray_token, free_port, start_node, wait_started
 
 pytestmark = [pytest.mark.slow, pytest.mark.long]
 
@@ -79,6 +79,7 @@ class Cluster:
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     """A head and a worker node on loopback, two logical GPUs each; ended however the
     tests went, and checked to leave no process behind."""
+    ensure_ray_token()  # `ray start` with token auth needs one (a fresh machine has none)
     logs = tmp_path_factory.mktemp("ray-logs")
     # short paths: Ray's unix sockets live under them (107-character limit)
     temps = [tempfile.mkdtemp(prefix="gwh", dir="/tmp"), tempfile.mkdtemp(prefix="gww", dir="/tmp")]
