@@ -61,7 +61,7 @@ pytest: $(STAMP) browser
 # the tests marked long (what they are: the marker in pyproject.toml), run by .ci/run after
 # make test
 test-long: $(STAMP)
-	$(PY) -m pytest -q -m long
+	$(PY) -m pytest -q -m long --durations=20 -n $(PYTEST_WORKERS) --dist loadgroup
 
 test: lint typecheck pytest
 

@@ -21,9 +21,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 BIN = Path(sys.executable).parent
+
+ONE_CLUSTER_AT_A_TIME = pytest.mark.xdist_group("ray-cluster")
+"""The mark of every module that starts Ray nodes with ``ray start``: pytest-xdist's
+``--dist loadgroup`` runs them all on one worker, so two clusters of two nodes each (eight
+Ray CPUs on a two-core machine) never start at once. The other worker runs the rest."""
 
 
 def free_port() -> int:

@@ -40,9 +40,16 @@ import yaml
 from gapwatch.store import open_store
 from gapwatch.store.rows import RunRow
 
-from .procs import end_nodes, ensure_ray_token, free_port, start_node, wait_started
+from .procs import (
+    ONE_CLUSTER_AT_A_TIME,
+    end_nodes,
+    ensure_ray_token,
+    free_port,
+    start_node,
+    wait_started,
+)
 
-pytestmark = [pytest.mark.slow, pytest.mark.long]
+pytestmark = [pytest.mark.slow, pytest.mark.long, ONE_CLUSTER_AT_A_TIME]
 
 BIN = Path(sys.executable).parent
 

@@ -43,6 +43,7 @@ from gapwatch.store.rows import RunRow
 
 from .procs import (
     BIN,
+    ONE_CLUSTER_AT_A_TIME,
     Cluster,
     cmdline,
     descendants,
@@ -53,7 +54,7 @@ from .procs import (
 
 # two minutes of real clusters: out of `make test`'s budget, run by `make test-long` (which
 # .ci/run runs after it); bench/node_loss_bench.py measures the same
-pytestmark = [pytest.mark.slow, pytest.mark.long]
+pytestmark = [pytest.mark.slow, pytest.mark.long, ONE_CLUSTER_AT_A_TIME]
 
 HOLD_AT = 5
 """The step every trial's first attempt waits after until the node is killed: past the

@@ -40,9 +40,16 @@ from gapwatch.orchestrator.sweep.trainable import HOLD_ENV
 from gapwatch.store import open_store
 from gapwatch.store.rows import RunRow
 
-from .procs import Cluster, finish_sweep, held_on_second_node, start_sweep, two_nodes
+from .procs import (
+    ONE_CLUSTER_AT_A_TIME,
+    Cluster,
+    finish_sweep,
+    held_on_second_node,
+    start_sweep,
+    two_nodes,
+)
 
-pytestmark = [pytest.mark.slow, pytest.mark.long]
+pytestmark = [pytest.mark.slow, pytest.mark.long, ONE_CLUSTER_AT_A_TIME]
 
 HOLD_AT = 5
 """The step every trial's first attempt waits after until the node has ended: past the

@@ -23,11 +23,12 @@ import yaml
 
 from gapwatch.store import open_store
 
-from .procs import BIN, two_nodes
+from .procs import BIN, ONE_CLUSTER_AT_A_TIME, two_nodes
 
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.long,
+    ONE_CLUSTER_AT_A_TIME,
     pytest.mark.skipif(
         os.geteuid() != 0 or shutil.which("unshare") is None,
         reason="a mount namespace for the second node needs root and unshare",

@@ -20,7 +20,7 @@ import yaml
 
 from gapwatch.store import open_store
 
-from .procs import end_group, free_port
+from .procs import ONE_CLUSTER_AT_A_TIME, end_group, free_port
 
 BIN = Path(sys.executable).parent
 CFG = {
@@ -38,6 +38,7 @@ CFG = {
 
 @pytest.mark.slow
 @pytest.mark.long
+@ONE_CLUSTER_AT_A_TIME
 def test_sweep_joins_ray_start_head_on_loopback(tmp_path: Path) -> None:
     port = free_port()
     # Short path: Ray's unix sockets live under it (107-character limit)
