@@ -29,7 +29,7 @@ BIN = Path(sys.executable).parent
 ONE_CLUSTER_AT_A_TIME = pytest.mark.xdist_group("ray-cluster")
 """The mark of every module that starts Ray nodes with ``ray start``: pytest-xdist's
 ``--dist loadgroup`` runs them all on one worker, so two clusters of two nodes each (eight
-Ray CPUs on a two-core machine) never start at once. The other worker runs the rest."""
+Ray CPUs on a two-core machine) never start at once. The other tests go to either worker."""
 
 
 def free_port() -> int:
