@@ -16,7 +16,7 @@ Call :func:`replay` (pure, on histories) or :func:`replay_cli` (the command).
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -58,6 +58,28 @@ class ReplayResult:
         }
 
 
+def lockstep(
+    w: R.Watcher, history: Iterable[dict[str, Any]], control: Iterator[dict[str, Any]]
+) -> Iterator[tuple[dict[str, Any], list[R.Decision]]]:
+    """Feed the watcher ``w`` the run row by row, and before each row the control's rows up
+    to its step, as a lock-stepped control would have sent them (both in step order); yield
+    each row with its step's decisions. ``control`` is read only as far as the run reaches
+    (one row past it at most)."""
+    pending = next(control, None)
+    for row in history:
+        while pending is not None and int(pending["step"]) <= int(row["step"]):
+            w.control(pending)
+            pending = next(control, None)
+        yield row, w.step(row)
+
+
+def _noting(rows: Iterable[dict[str, Any]], names: set[str]) -> Iterator[dict[str, Any]]:
+    """``rows``, adding each row's names to ``names`` as it is read."""
+    for row in rows:
+        names.update(row)
+        yield row
+
+
 def replay(
     history: Iterable[dict[str, Any]],
     control: Iterable[dict[str, Any]] | None,
@@ -72,21 +94,13 @@ def replay(
     order = {r.name: i for i, r in enumerate(ruleset.rules)}
     have: set[str] = set()
     have_ctl: set[str] = set()
-    ctl = iter(control or ())
-    pending = next(ctl, None)
+    ctl = _noting(control or (), have_ctl)
     decisions: list[R.Decision] = []
-    for row in history:
+    for row, ds in lockstep(w, history, ctl):
         have.update(row)
-        # the control's steps up to this one, as a lock-stepped control would have sent
-        while pending is not None and int(pending["step"]) <= int(row["step"]):
-            have_ctl.update(pending)
-            w.control(pending)
-            pending = next(ctl, None)
-        decisions += sorted(w.step(row), key=lambda d: order[d.rule])  # in rule order
-    for rest in ctl if pending is not None else ():
-        have_ctl.update(rest)
-    if pending is not None:
-        have_ctl.update(pending)
+        decisions += sorted(ds, key=lambda d: order[d.rule])  # in rule order
+    for _ in ctl:  # the names of the control's rows past the run's last step
+        pass
     skipped = ruleset.unfed(have - {"step"}, None if control is None else have_ctl - {"step"})
     caveats = ruleset.caveats(have - {"step"})
     return ReplayResult(decisions=decisions, stop=w.first_stop, skipped=skipped, caveats=caveats)

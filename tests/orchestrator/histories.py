@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from gapwatch.correction import names as N
+from gapwatch.orchestrator.watch.replay import lockstep
 
 Row = dict[str, Any]
 POST, TEXT = N.tail("post_tool", "p95"), N.tail("text", "p95")
@@ -39,12 +40,8 @@ def healthy(rng: random.Random, steps: int = 40, tail: float = 0.05) -> list[Row
 
 def watched(rs: Any, hist: list[Row], control: list[Row] | None) -> Iterator[tuple[Any, list[Any]]]:
     """Feed one watcher of the rule set ``rs`` the run row by row, the control's rows up to
-    each step before it (as the Monitor does); yield (the watcher, the step's decisions)."""
+    each step before it (as the Monitor does, through replay's ``lockstep``); yield (the
+    watcher, the step's decisions)."""
     w = rs.watch()
-    pending = iter(control or ())
-    nxt = next(pending, None)
-    for row in hist:
-        while nxt is not None and nxt["step"] <= row["step"]:
-            w.control(nxt)
-            nxt = next(pending, None)
-        yield w, w.step(row)
+    for _, decisions in lockstep(w, hist, iter(control or ())):
+        yield w, decisions
